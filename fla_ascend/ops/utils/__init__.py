@@ -1,0 +1,14 @@
+"""Helpers shared by the ops: input validation, varlen index preparation, accuracy metric."""
+from fla_ascend.ops.utils.index import prepare_chunk_indices, prepare_chunk_offsets
+from fla_ascend.ops.utils.metric import rel_rmse
+from fla_ascend.ops.utils.validation import FLOAT_DTYPES, check_cu_seqlens, check_same_device, check_tensor
+
+__all__ = [
+    "FLOAT_DTYPES",
+    "check_cu_seqlens",
+    "check_same_device",
+    "check_tensor",
+    "prepare_chunk_indices",
+    "prepare_chunk_offsets",
+    "rel_rmse",
+]

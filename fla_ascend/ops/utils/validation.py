@@ -1,0 +1,88 @@
+"""Input validation shared by the ops: every error names the argument, expected and actual value."""
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+import torch
+
+FLOAT_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
+
+
+def check_tensor(
+    name: str,
+    x: object,
+    shape: Sequence[int | None] | None = None,
+    dtypes: Iterable[torch.dtype] = FLOAT_DTYPES,
+) -> torch.Tensor:
+    """Check that ``x`` is a tensor of an allowed dtype and, where given, shape.
+
+    Args:
+        name: argument name used in the message.
+        shape: expected shape; ``None`` entries match any size.
+        dtypes: allowed dtypes.
+
+    Raises:
+        TypeError: ``x`` is not a tensor, or has another dtype.
+        ValueError: wrong number of dimensions or a mismatched size.
+    """
+    if not isinstance(x, torch.Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor, got {type(x).__name__}")
+    dtypes = tuple(dtypes)
+    if x.dtype not in dtypes:
+        raise TypeError(f"{name} must have dtype in {[str(d) for d in dtypes]}, got {x.dtype}")
+    if shape is not None:
+        if x.dim() != len(shape):
+            raise ValueError(f"{name} must have {len(shape)} dims {_fmt(shape)}, got shape {tuple(x.shape)}")
+        for want, got in zip(shape, x.shape):
+            if want is not None and want != got:
+                raise ValueError(f"{name} must have shape {_fmt(shape)}, got {tuple(x.shape)}")
+    return x
+
+
+def _fmt(shape: Sequence[int | None]) -> str:
+    return "[" + ", ".join("*" if s is None else str(s) for s in shape) + "]"
+
+
+def check_same_device(**tensors: torch.Tensor | None) -> None:
+    """Raise ``ValueError`` when the given (non-None) tensors are on different devices."""
+    present = {k: v for k, v in tensors.items() if v is not None}
+    devices = {k: v.device for k, v in present.items()}
+    if len(set(devices.values())) > 1:
+        listing = ", ".join(f"{k} on {d}" for k, d in devices.items())
+        raise ValueError(f"all tensors must be on one device; got {listing}")
+
+
+def check_cu_seqlens(cu_seqlens: object, B: int, T: int) -> torch.Tensor:
+    """Validate varlen boundaries: 1-D integer, starts at 0, non-decreasing, ends at ``T``, ``B == 1``.
+
+    Empty sequences (repeated boundaries) are allowed. This reads ``cu_seqlens`` on the host
+    (one device-to-host copy per call).
+
+    Returns:
+        ``cu_seqlens`` as given.
+
+    Raises:
+        TypeError: not a tensor or not an integer dtype.
+        ValueError: ``B != 1``, not 1-D, fewer than 2 entries, first entry not 0, decreasing,
+            or last entry not ``T``.
+    """
+    if not isinstance(cu_seqlens, torch.Tensor):
+        raise TypeError(f"cu_seqlens must be a torch.Tensor, got {type(cu_seqlens).__name__}")
+    if cu_seqlens.dtype not in (torch.int32, torch.int64):
+        raise TypeError(f"cu_seqlens must have an integer dtype (int32 or int64), got {cu_seqlens.dtype}")
+    if B != 1:
+        raise ValueError(f"with cu_seqlens the batch size B must be 1 (sequences packed along T), got B={B}")
+    if cu_seqlens.dim() != 1 or cu_seqlens.numel() < 2:
+        raise ValueError(f"cu_seqlens must be 1-D with N+1 >= 2 entries, got shape {tuple(cu_seqlens.shape)}")
+    host = cu_seqlens.detach().cpu()
+    if int(host[0]) != 0:
+        raise ValueError(f"cu_seqlens must start at 0, got {int(host[0])}")
+    diffs = host[1:] - host[:-1]
+    if bool((diffs < 0).any()):
+        i = int(torch.nonzero(diffs < 0)[0])
+        raise ValueError(
+            f"cu_seqlens must be non-decreasing, got cu_seqlens[{i}]={int(host[i])} > cu_seqlens[{i + 1}]={int(host[i + 1])}"
+        )
+    if int(host[-1]) != T:
+        raise ValueError(f"cu_seqlens must end at T={T} (the packed length), got {int(host[-1])}")
+    return cu_seqlens

@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# The CPU test tier, run twice: under triton-ascend 3.2.0 and under upstream Triton, both on
+# the Triton interpreter; then the static NPU readiness check. Extra arguments go to pytest.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+status=0
+for flavour in ascend triton; do
+  venv=$(bash scripts/setup_env.sh "$flavour" | tail -n 1)
+  echo "=== CPU tier with $flavour ($("$venv/bin/python" -c 'import importlib.metadata as m
+for d in ("triton-ascend", "triton"):
+    try: print(d, m.version(d)); break
+    except m.PackageNotFoundError: pass'))"
+  "$venv/bin/python" -m pytest -q -m "not gpu and not slow" -p no:cacheprovider "$@" || status=1
+done
+exit $status
