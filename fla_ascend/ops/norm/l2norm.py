@@ -1,0 +1,170 @@
+"""L2 normalisation over the last dimension: ``y = x / sqrt(sum(x^2) + eps)``.
+
+Used by GatedDeltaNet on ``q`` and ``k`` (``use_qk_l2norm_in_kernel=True``). Rows are
+independent: a task is a block of ``BM`` rows, each held whole (``BD = next_pow2(D)``,
+``D <= 8192``) so one load and one store per element suffice. The forward keeps the
+per-row ``rstd = 1 / sqrt(sum(x^2) + eps)`` in float32 for the backward:
+``dx = rstd * (dy - y * sum(dy * y))`` with ``y = x * rstd``.
+"""
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+from fla_ascend.backend import launch_options
+from fla_ascend.ops.utils.validation import check_tensor
+from fla_ascend.tiling import check_int32_offsets, task_plan
+
+MAX_D = 8192
+"""Largest last dimension a row tile holds (issue 4: rows up to D = 8192)."""
+
+# Elements of one float32 [BM, BD] tile. Live tiles per task: about 3 (x, y / dy, product),
+# each charged twice by Ascend's automatic multibuffer: 3 x 8192 x 4 B x 2 = 192 KiB would be the
+# whole UB of an A2/A3 vector core (ascend-notes.md), so tiles stay at 4096 elements where D allows.
+_TILE_ELEMS = 4096
+
+
+def row_block(D: int) -> tuple[int, int]:
+    """``(BM, BD)``: rows per task and the padded row width for a row length ``D``."""
+    BD = triton.next_power_of_2(D)
+    BM = max(1, _TILE_ELEMS // BD)
+    return BM, BD
+
+
+@triton.jit
+def _l2norm_fwd_task(i_m, x, y, rstd, M, D, eps, BM: tl.constexpr, BD: tl.constexpr):
+    r0 = tl.cast(i_m, tl.int64) * BM
+    o_r = tl.arange(0, BM)
+    o_d = tl.arange(0, BD)
+    m_r = o_r < M - r0
+    m_d = o_d < D
+    m = m_r[:, None] & m_d[None, :]
+    p = r0 * D + o_r[:, None] * D + o_d[None, :]
+    b_x = tl.load(x + p, mask=m, other=0.0).to(tl.float32)  # [BM, BD]
+    b_rstd = 1.0 / tl.sqrt(tl.sum(b_x * b_x, axis=1) + eps)  # [BM]
+    tl.store(y + p, (b_x * b_rstd[:, None]).to(y.dtype.element_ty), mask=m)
+    tl.store(rstd + r0 + o_r, b_rstd, mask=m_r)
+
+
+@triton.jit(do_not_specialize=["M", "D", "eps", "n_tasks", "n_programs"])
+def l2norm_fwd_kernel(
+    x, y, rstd, M, D, eps, n_tasks, n_programs,
+    BM: tl.constexpr, BD: tl.constexpr, TASK_LOOP: tl.constexpr,
+):
+    if TASK_LOOP:
+        for i_m in tl.range(tl.program_id(0), n_tasks, n_programs):
+            _l2norm_fwd_task(i_m, x, y, rstd, M, D, eps, BM, BD)
+    else:
+        _l2norm_fwd_task(tl.program_id(0), x, y, rstd, M, D, eps, BM, BD)
+
+
+@triton.jit
+def _l2norm_bwd_task(i_m, x, rstd, dy, dx, M, D, BM: tl.constexpr, BD: tl.constexpr):
+    r0 = tl.cast(i_m, tl.int64) * BM
+    o_r = tl.arange(0, BM)
+    o_d = tl.arange(0, BD)
+    m_r = o_r < M - r0
+    m_d = o_d < D
+    m = m_r[:, None] & m_d[None, :]
+    p = r0 * D + o_r[:, None] * D + o_d[None, :]
+    b_rstd = tl.load(rstd + r0 + o_r, mask=m_r, other=0.0)  # [BM]
+    b_y = tl.load(x + p, mask=m, other=0.0).to(tl.float32) * b_rstd[:, None]  # [BM, BD]
+    b_dy = tl.load(dy + p, mask=m, other=0.0).to(tl.float32)  # [BM, BD]
+    b_dot = tl.sum(b_dy * b_y, axis=1)  # [BM]
+    b_dx = (b_dy - b_y * b_dot[:, None]) * b_rstd[:, None]  # [BM, BD]
+    tl.store(dx + p, b_dx.to(dx.dtype.element_ty), mask=m)
+
+
+@triton.jit(do_not_specialize=["M", "D", "n_tasks", "n_programs"])
+def l2norm_bwd_kernel(
+    x, rstd, dy, dx, M, D, n_tasks, n_programs,
+    BM: tl.constexpr, BD: tl.constexpr, TASK_LOOP: tl.constexpr,
+):
+    if TASK_LOOP:
+        for i_m in tl.range(tl.program_id(0), n_tasks, n_programs):
+            _l2norm_bwd_task(i_m, x, rstd, dy, dx, M, D, BM, BD)
+    else:
+        _l2norm_bwd_task(tl.program_id(0), x, rstd, dy, dx, M, D, BM, BD)
+
+
+def l2norm_fwd(x: torch.Tensor, eps: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """Launch the forward on ``x`` ``[M, D]`` (contiguous). Returns ``(y [M, D] in x.dtype,
+    rstd [M] float32)``."""
+    M, D = x.shape
+    BM, BD = row_block(D)
+    y = torch.empty_like(x)
+    rstd = torch.empty(M, dtype=torch.float32, device=x.device)
+    plan = task_plan(triton.cdiv(M, BM), "vector")
+    l2norm_fwd_kernel[plan.grid](
+        x=x, y=y, rstd=rstd, M=M, D=D, eps=float(eps), n_tasks=plan.n_tasks, n_programs=plan.n_programs,
+        BM=BM, BD=BD, TASK_LOOP=plan.task_loop, **launch_options(num_warps=4 if BD <= 2048 else 8),
+    )
+    return y, rstd
+
+
+def l2norm_bwd(x: torch.Tensor, rstd: torch.Tensor, dy: torch.Tensor) -> torch.Tensor:
+    """Launch the backward: ``x``, ``dy`` ``[M, D]`` contiguous, ``rstd`` ``[M]`` float32.
+    Returns ``dx`` ``[M, D]`` in ``x.dtype``."""
+    M, D = x.shape
+    BM, BD = row_block(D)
+    dx = torch.empty_like(x)
+    plan = task_plan(triton.cdiv(M, BM), "vector")
+    l2norm_bwd_kernel[plan.grid](
+        x=x, rstd=rstd, dy=dy, dx=dx, M=M, D=D, n_tasks=plan.n_tasks, n_programs=plan.n_programs,
+        BM=BM, BD=BD, TASK_LOOP=plan.task_loop, **launch_options(num_warps=4 if BD <= 2048 else 8),
+    )
+    return dx
+
+
+class L2NormFunction(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x: torch.Tensor, eps: float):
+        shape = x.shape
+        x2 = x.reshape(-1, shape[-1]).contiguous()
+        y, rstd = l2norm_fwd(x2, eps)
+        ctx.save_for_backward(x2, rstd)
+        ctx.shape = shape
+        return y.view(shape)
+
+    @staticmethod
+    def backward(ctx, dy: torch.Tensor):
+        x2, rstd = ctx.saved_tensors
+        dy2 = dy.reshape(x2.shape).contiguous()
+        dx = l2norm_bwd(x2, rstd, dy2)
+        return dx.view(ctx.shape), None
+
+
+def l2norm(x: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
+    """L2-normalise ``x`` over its last dimension: ``y = x / sqrt(sum(x^2, -1) + eps)``.
+
+    Same name and rule as flash-linear-attention's ``l2norm`` (eps inside the square root).
+    Differentiable (autograd); the backward is a Triton kernel too.
+
+    Args:
+        x: ``[..., D]``, float32 / float16 / bfloat16, any leading shape, ``1 <= D <= 8192``.
+            Non-contiguous input is copied once.
+        eps: added to the sum of squares, float >= 0. Default ``1e-6``.
+
+    Returns:
+        ``y`` with the shape and dtype of ``x`` (computed in float32).
+
+    Raises:
+        TypeError: ``x`` not a float tensor, or ``eps`` not a number.
+        ValueError: ``x`` has no dimension, ``D`` is 0 or above 8192, ``eps`` negative, or ``x``
+            has 2**31 elements or more.
+    """
+    check_tensor("x", x)
+    if x.dim() == 0:
+        raise ValueError("x must have at least 1 dimension [..., D], got a 0-dim tensor")
+    D = x.shape[-1]
+    if not 1 <= D <= MAX_D:
+        raise ValueError(f"x's last dimension D must be in [1, {MAX_D}], got {D}")
+    if isinstance(eps, bool) or not isinstance(eps, (int, float)):
+        raise TypeError(f"eps must be a float, got {type(eps).__name__}")
+    if eps < 0:
+        raise ValueError(f"eps must be >= 0, got {eps}")
+    check_int32_offsets("x", x.numel())
+    if x.numel() == 0:
+        return x.clone()
+    return L2NormFunction.apply(x, float(eps))
