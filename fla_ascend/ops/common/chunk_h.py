@@ -1,0 +1,141 @@
+"""Stage 3: the inter-chunk state recurrence (sequential over chunks).
+
+Per sequence, value head and ``BV`` slice of the state ``h`` ``[K, V]`` (fp32, kept on chip)::
+
+    for each chunk:  store h (the state at the chunk's start)
+                     v' = u - w h                      (the chunk's corrected values)
+                     h  = exp(G_last) h + (k exp(G_last - G))^T v'
+
+This is the sequential part of the chunked algorithm; its parallelism is ``N * HV * V / BV``.
+"""
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+from fla_ascend import backend
+from fla_ascend.backend import launch_options
+from fla_ascend.ops.common.chunk_index import seq_bounds
+from fla_ascend.tiling import task_plan
+
+
+@triton.jit
+def _chunk_fwd_h_task(
+    i_task, k, w, u, g_cum, h, v_new, h0, ht, cu_seqlens, chunk_offsets, T, NT, TT,
+    H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr,
+    BT: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr,
+    USE_INITIAL_STATE: tl.constexpr, STORE_FINAL_STATE: tl.constexpr, IS_VARLEN: tl.constexpr,
+):
+    NV = tl.cdiv(V, BV)
+    i_n = i_task // (HV * NV)
+    i_hv = (i_task // NV) % HV
+    i_v = i_task % NV
+    i_h = i_hv // (HV // H)
+    bos, eos, boc = seq_bounds(i_n, cu_seqlens, chunk_offsets, T, NT, IS_VARLEN)
+    o_t = tl.arange(0, BT)
+    o_k = tl.arange(0, BK)
+    o_v = i_v * BV + tl.arange(0, BV)
+    m_k = o_k < K
+    m_v = o_v < V
+    m_h = m_k[:, None] & m_v[None, :]
+    p_state = o_k[:, None] * V + o_v[None, :]
+    state_base = (tl.cast(i_n, tl.int64) * HV + i_hv) * K * V
+    b_h = tl.zeros([BK, BV], dtype=tl.float32)
+    if USE_INITIAL_STATE:
+        b_h += tl.load(h0 + state_base + p_state, mask=m_h, other=0.0).to(tl.float32)
+    for i_t in range(0, tl.cdiv(eos - bos, BT)):
+        t0 = bos + i_t * BT
+        m_t = o_t < eos - t0
+        tl.store(h + ((boc + i_t) * HV + i_hv) * K * V + p_state, b_h.to(h.dtype.element_ty), mask=m_h)
+        b_w = tl.load(w + (t0 * HV + i_hv) * K + o_t[:, None] * (HV * K) + o_k[None, :],
+                      mask=m_t[:, None] & m_k[None, :], other=0.0)  # [BT, BK]
+        p_u = (t0 * HV + i_hv) * V + o_t[:, None] * (HV * V) + o_v[None, :]
+        m_tv = m_t[:, None] & m_v[None, :]
+        b_v = tl.load(u + p_u, mask=m_tv, other=0.0).to(tl.float32)  # [BT, BV]
+        b_v -= tl.dot(b_w, b_h.to(b_w.dtype))
+        tl.store(v_new + p_u, b_v.to(v_new.dtype.element_ty), mask=m_tv)
+        p_gate = tl.cast(i_hv, tl.int64) * TT + t0
+        b_g = tl.load(g_cum + p_gate + o_t, mask=m_t, other=0.0)  # [BT]
+        b_g_last = tl.load(g_cum + p_gate + tl.minimum(BT, eos - t0) - 1)
+        b_v = tl.where(m_t[:, None], b_v * tl.exp(b_g_last - b_g)[:, None], 0.0)
+        b_k = tl.load(k + (t0 * H + i_h) * K + o_t[:, None] * (H * K) + o_k[None, :],
+                      mask=m_t[:, None] & m_k[None, :], other=0.0)  # [BT, BK]
+        b_h = b_h * tl.exp(b_g_last) + tl.dot(tl.trans(b_k), b_v.to(b_k.dtype))
+    if STORE_FINAL_STATE:
+        tl.store(ht + state_base + p_state, b_h, mask=m_h)
+
+
+@triton.jit(do_not_specialize=["T", "NT", "TT", "n_tasks", "n_programs"])
+def chunk_fwd_h_kernel(
+    k, w, u, g_cum, h, v_new, h0, ht, cu_seqlens, chunk_offsets, T, NT, TT, n_tasks, n_programs,
+    H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr,
+    BT: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr,
+    USE_INITIAL_STATE: tl.constexpr, STORE_FINAL_STATE: tl.constexpr, IS_VARLEN: tl.constexpr,
+    TASK_LOOP: tl.constexpr,
+):
+    if TASK_LOOP:
+        for i_task in tl.range(tl.program_id(0), n_tasks, n_programs):
+            _chunk_fwd_h_task(i_task, k, w, u, g_cum, h, v_new, h0, ht, cu_seqlens, chunk_offsets, T, NT, TT,
+                              H, HV, K, V, BT, BK, BV, USE_INITIAL_STATE, STORE_FINAL_STATE, IS_VARLEN)
+    else:
+        _chunk_fwd_h_task(tl.program_id(0), k, w, u, g_cum, h, v_new, h0, ht, cu_seqlens, chunk_offsets, T, NT,
+                          TT, H, HV, K, V, BT, BK, BV, USE_INITIAL_STATE, STORE_FINAL_STATE, IS_VARLEN)
+
+
+def _state_bv(N: int, HV: int, V: int) -> int:
+    """``BV`` for the state recurrence: on CUDA the largest of 64/32 that still gives one
+    program per SM (the recurrence is latency-bound, so parallelism beats tile size)."""
+    if backend.device_type() == "cuda":
+        for bv in (64, 32):
+            if N * HV * triton.cdiv(V, bv) >= backend.num_cores("cube"):
+                return min(bv, triton.next_power_of_2(V))
+        return min(32, triton.next_power_of_2(V))
+    return min(64, triton.next_power_of_2(V))
+
+
+def chunk_fwd_h(
+    k: torch.Tensor,
+    w: torch.Tensor,
+    u: torch.Tensor,
+    g_cum: torch.Tensor,
+    chunk_size: int,
+    n_chunks: int,
+    N: int,
+    initial_state: torch.Tensor | None = None,
+    output_final_state: bool = False,
+    cu_seqlens: torch.Tensor | None = None,
+    chunk_offsets: torch.Tensor | None = None,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+    """Run the state recurrence over all chunks.
+
+    Args:
+        k: ``[B, T, H, K]``; w: ``[B, T, HV, K]``; u: ``[B, T, HV, V]``; g_cum: ``[HV, B * T]`` fp32.
+        chunk_size, n_chunks: ``BT`` and the total number of chunks.
+        N: number of sequences (``B``, or ``len(cu_seqlens) - 1``).
+        initial_state: ``[N, HV, K, V]`` (any float dtype; read as fp32) or ``None``.
+        output_final_state: also return the final state.
+        cu_seqlens, chunk_offsets: varlen boundaries and cumulative chunk counts ``[N + 1]``.
+
+    Returns:
+        ``(h, v_new, final_state)``: ``h`` ``[n_chunks, HV, K, V]`` in k's dtype (state at each
+        chunk's start), ``v_new`` like ``u``, ``final_state`` ``[N, HV, K, V]`` fp32 or ``None``.
+    """
+    B, T, H, K = k.shape
+    HV, V = u.shape[2], u.shape[3]
+    h = torch.empty(n_chunks, HV, K, V, dtype=k.dtype, device=k.device)
+    v_new = torch.empty_like(u)
+    ht = torch.empty(N, HV, K, V, dtype=torch.float32, device=k.device) if output_final_state else None
+    BV = _state_bv(N, HV, V)
+    n_tasks = N * HV * triton.cdiv(V, BV)
+    plan = task_plan(n_tasks, "cube")
+    chunk_fwd_h_kernel[plan.grid](
+        k=k, w=w, u=u, g_cum=g_cum, h=h, v_new=v_new, h0=initial_state, ht=ht,
+        cu_seqlens=cu_seqlens, chunk_offsets=chunk_offsets,
+        T=T, NT=triton.cdiv(T, chunk_size), TT=B * T, n_tasks=n_tasks, n_programs=plan.n_programs,
+        H=H, HV=HV, K=K, V=V, BT=chunk_size, BK=triton.next_power_of_2(K), BV=BV,
+        USE_INITIAL_STATE=initial_state is not None, STORE_FINAL_STATE=output_final_state,
+        IS_VARLEN=cu_seqlens is not None, TASK_LOOP=plan.task_loop,
+        **launch_options(num_warps=4, num_stages=2),
+    )
+    return h, v_new, ht

@@ -1,0 +1,168 @@
+"""Stage 2: WY representation of a chunk, fused: ``kkt`` + ``solve_tril`` + ``w``/``u``.
+
+Per chunk of ``BT`` tokens and value head (``k`` of the key head it shares under GVA)::
+
+    A = strict_lower(beta_i exp(G_i - G_j) k_i . k_j)        # [BT, BT]
+    Ai = (I + A)^-1
+    w = Ai (beta exp(G) k),  u = Ai (beta v)
+
+The inverse is computed without leaving the chip. First the 16x16 diagonal blocks of ``A`` are
+inverted together, by forward substitution over the 16 row positions (all blocks advance in
+the same step; their columns do not overlap). With ``D = I + diag_blocks(A)`` and the strictly
+block-lower rest ``E``, ``I + A = D (I + N)`` with ``N = D^-1 E`` nilpotent of order
+``BT / 16 <= 4``, so ``(I + A)^-1 = (I - N)(I + N^2) D^-1``: at most four ``BT x BT`` dots.
+"""
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+from fla_ascend import backend
+from fla_ascend.backend import launch_options
+from fla_ascend.ops.common.chunk_index import chunk_bounds
+from fla_ascend.tiling import task_plan
+
+
+@triton.jit
+def wy_inverse(b_A, BT: tl.constexpr, DOT_PRECISION: tl.constexpr):
+    """``(I + A)^-1`` of a strictly lower-triangular ``[BT, BT]`` fp32 tile (BT in 16, 32, 64)."""
+    o_i = tl.arange(0, BT)
+    o_r = o_i % 16
+    m_blk = (o_i[:, None] // 16) == (o_i[None, :] // 16)
+    b_D = tl.where(m_blk, b_A, 0.0)  # [BT, BT] block-diagonal part
+    b_X = -b_D
+    for r in range(2, 16):
+        m_row = o_r == r
+        b_a = -tl.sum(tl.where(m_row[:, None], b_D, 0.0), 0)  # [BT] row r of every block
+        b_a = b_a + tl.sum(b_a[:, None] * b_X, 0)
+        b_X = tl.where(m_row[:, None] & m_blk, b_a[None, :], b_X)
+    b_X = b_X + tl.where(o_i[:, None] == o_i[None, :], 1.0, 0.0)  # D^-1
+    if BT > 16:
+        b_E = tl.where(m_blk, 0.0, b_A)  # [BT, BT] strictly block-lower part
+        b_N = tl.dot(b_X, b_E, input_precision=DOT_PRECISION)
+        b_Y = b_X - tl.dot(b_N, b_X, input_precision=DOT_PRECISION)
+        if BT > 32:
+            b_N2 = tl.dot(b_N, b_N, input_precision=DOT_PRECISION)
+            b_Y = b_Y + tl.dot(b_N2, b_Y, input_precision=DOT_PRECISION)
+    else:
+        b_Y = b_X
+    return b_Y
+
+
+@triton.jit
+def _chunk_wy_fwd_task(
+    i_task, k, v, g_cum, beta_t, w, u, Ai, chunk_indices, cu_seqlens, T, NT, TT,
+    H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr,
+    BT: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr,
+    DOT_PRECISION: tl.constexpr, STORE_AI: tl.constexpr, IS_VARLEN: tl.constexpr,
+):
+    i_c = i_task // HV
+    i_hv = i_task % HV
+    i_h = i_hv // (HV // H)
+    i_n, i_t, bos, eos = chunk_bounds(i_c, chunk_indices, cu_seqlens, T, NT, IS_VARLEN)
+    t0 = bos + i_t * BT
+    o_t = tl.arange(0, BT)
+    m_t = o_t < eos - t0
+    p_gate = tl.cast(i_hv, tl.int64) * TT + t0 + o_t
+    b_g = tl.load(g_cum + p_gate, mask=m_t, other=0.0)  # [BT]
+    b_beta = tl.load(beta_t + p_gate, mask=m_t, other=0.0)  # [BT]
+
+    k_base = k + (t0 * H + i_h) * K
+    b_A = tl.zeros([BT, BT], dtype=tl.float32)
+    for i_k in range(tl.cdiv(K, BK)):
+        o_k = i_k * BK + tl.arange(0, BK)
+        b_k = tl.load(k_base + o_t[:, None] * (H * K) + o_k[None, :],
+                      mask=m_t[:, None] & (o_k < K)[None, :], other=0.0)  # [BT, BK]
+        b_A += tl.dot(b_k, tl.trans(b_k))
+    m_lower = o_t[:, None] > o_t[None, :]
+    b_A = tl.where(m_lower, b_A * b_beta[:, None] * tl.exp(tl.where(m_lower, b_g[:, None] - b_g[None, :], 0.0)), 0.0)
+    b_Ai = wy_inverse(b_A, BT, DOT_PRECISION)  # [BT, BT]
+    if STORE_AI:
+        p_Ai = Ai + (t0 * HV + i_hv) * BT + o_t[:, None] * (HV * BT) + o_t[None, :]
+        tl.store(p_Ai, b_Ai, mask=m_t[:, None])
+
+    b_Ai_k = b_Ai.to(k.dtype.element_ty)
+    b_kscale = b_beta * tl.exp(b_g)  # [BT]
+    w_base = w + (t0 * HV + i_hv) * K
+    for i_k in range(tl.cdiv(K, BK)):
+        o_k = i_k * BK + tl.arange(0, BK)
+        m_k = m_t[:, None] & (o_k < K)[None, :]
+        b_k = tl.load(k_base + o_t[:, None] * (H * K) + o_k[None, :], mask=m_k, other=0.0)  # [BT, BK]
+        b_w = tl.dot(b_Ai_k, (b_k * b_kscale[:, None]).to(b_k.dtype))  # [BT, BK]
+        tl.store(w_base + o_t[:, None] * (HV * K) + o_k[None, :], b_w.to(w.dtype.element_ty), mask=m_k)
+    b_Ai_v = b_Ai.to(v.dtype.element_ty)
+    v_base = v + (t0 * HV + i_hv) * V
+    u_base = u + (t0 * HV + i_hv) * V
+    for i_v in range(tl.cdiv(V, BV)):
+        o_v = i_v * BV + tl.arange(0, BV)
+        m_v = m_t[:, None] & (o_v < V)[None, :]
+        b_v = tl.load(v_base + o_t[:, None] * (HV * V) + o_v[None, :], mask=m_v, other=0.0)  # [BT, BV]
+        b_u = tl.dot(b_Ai_v, (b_v * b_beta[:, None]).to(b_v.dtype))  # [BT, BV]
+        tl.store(u_base + o_t[:, None] * (HV * V) + o_v[None, :], b_u.to(u.dtype.element_ty), mask=m_v)
+
+
+@triton.jit(do_not_specialize=["T", "NT", "TT", "n_tasks", "n_programs"])
+def chunk_wy_fwd_kernel(
+    k, v, g_cum, beta_t, w, u, Ai, chunk_indices, cu_seqlens, T, NT, TT, n_tasks, n_programs,
+    H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr,
+    BT: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr,
+    DOT_PRECISION: tl.constexpr, STORE_AI: tl.constexpr, IS_VARLEN: tl.constexpr, TASK_LOOP: tl.constexpr,
+):
+    if TASK_LOOP:
+        for i_task in tl.range(tl.program_id(0), n_tasks, n_programs):
+            _chunk_wy_fwd_task(i_task, k, v, g_cum, beta_t, w, u, Ai, chunk_indices, cu_seqlens, T, NT, TT,
+                               H, HV, K, V, BT, BK, BV, DOT_PRECISION, STORE_AI, IS_VARLEN)
+    else:
+        _chunk_wy_fwd_task(tl.program_id(0), k, v, g_cum, beta_t, w, u, Ai, chunk_indices, cu_seqlens, T, NT, TT,
+                           H, HV, K, V, BT, BK, BV, DOT_PRECISION, STORE_AI, IS_VARLEN)
+
+
+def dot_precision() -> str:
+    """``input_precision`` for fp32 x fp32 dots that need full accuracy: ``tf32x3`` on CUDA
+    (three tf32 products, near-fp32 error), ``ieee`` elsewhere (the Ascend cube and the
+    interpreter compute fp32 products exactly)."""
+    return "tf32x3" if backend.device_type() == "cuda" else "ieee"
+
+
+def chunk_wy_fwd(
+    k: torch.Tensor,
+    v: torch.Tensor,
+    g_cum: torch.Tensor,
+    beta_t: torch.Tensor,
+    chunk_size: int,
+    n_chunks: int,
+    chunk_indices: torch.Tensor | None = None,
+    cu_seqlens: torch.Tensor | None = None,
+    store_ai: bool = False,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+    """WY representation ``w``, ``u`` (and optionally ``Ai = (I + A)^-1``) of every chunk.
+
+    Args:
+        k: ``[B, T, H, K]``; v: ``[B, T, HV, V]``; contiguous, same float dtype.
+        g_cum, beta_t: ``[HV, B * T]`` float32 from :func:`chunk_gate_cumsum`.
+        chunk_size: ``BT`` in {16, 32, 64}.
+        n_chunks, chunk_indices, cu_seqlens: as in :func:`chunk_gate_cumsum`.
+        store_ai: also return ``Ai`` ``[B, T, HV, BT]`` float32 (row ``t`` of its chunk's inverse).
+
+    Returns:
+        ``(w, u, Ai)``: ``w`` ``[B, T, HV, K]`` in k's dtype, ``u`` ``[B, T, HV, V]`` in v's dtype,
+        ``Ai`` or ``None``.
+    """
+    B, T, H, K = k.shape
+    HV, V = v.shape[2], v.shape[3]
+    w = torch.empty(B, T, HV, K, dtype=k.dtype, device=k.device)
+    u = torch.empty(B, T, HV, V, dtype=v.dtype, device=v.device)
+    Ai = torch.empty(B, T, HV, chunk_size, dtype=torch.float32, device=k.device) if store_ai else None
+    plan = task_plan(n_chunks * HV, "cube")
+    chunk_wy_fwd_kernel[plan.grid](
+        k=k, v=v, g_cum=g_cum, beta_t=beta_t, w=w, u=u, Ai=Ai,
+        chunk_indices=chunk_indices, cu_seqlens=cu_seqlens,
+        T=T, NT=triton.cdiv(T, chunk_size), TT=B * T, n_tasks=n_chunks * HV, n_programs=plan.n_programs,
+        H=H, HV=HV, K=K, V=V, BT=chunk_size,
+        BK=min(64, triton.next_power_of_2(K)), BV=min(64, triton.next_power_of_2(V)),
+        DOT_PRECISION=dot_precision(), STORE_AI=store_ai, IS_VARLEN=cu_seqlens is not None,
+        TASK_LOOP=plan.task_loop,
+        **launch_options(num_warps=4),
+    )
+    return w, u, Ai

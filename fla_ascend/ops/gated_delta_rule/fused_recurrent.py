@@ -1,0 +1,154 @@
+"""``fused_recurrent_gated_delta_rule``: token-by-token gated delta rule for decode and short
+prefill (forward only). One task per (sequence, value head, ``BV`` slice of the state): the
+``[K, BV]`` fp32 state slice stays on chip for the whole sequence, so the state is read and
+written once per call; at T = 1 (decode) that state traffic is the whole cost.
+"""
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+from fla_ascend import backend
+from fla_ascend.backend import launch_options
+from fla_ascend.ops.gated_delta_rule.inputs import validate_inputs
+from fla_ascend.tiling import task_plan
+
+
+@triton.jit
+def _fused_recurrent_task(
+    i_task, q, k, v, g, beta, A_log, dt_bias, o, h0, ht, cu_seqlens, scale, T,
+    H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr,
+    USE_INITIAL_STATE: tl.constexpr, STORE_FINAL_STATE: tl.constexpr, USE_QK_L2NORM: tl.constexpr,
+    USE_GATE: tl.constexpr, HAS_DT_BIAS: tl.constexpr, IS_VARLEN: tl.constexpr,
+):
+    NV = tl.cdiv(V, BV)
+    i_n = tl.cast(i_task // (HV * NV), tl.int64)
+    i_hv = (i_task // NV) % HV
+    i_v = i_task % NV
+    i_h = i_hv // (HV // H)
+    if IS_VARLEN:
+        bos = tl.load(cu_seqlens + i_n).to(tl.int64)
+        eos = tl.load(cu_seqlens + i_n + 1).to(tl.int64)
+    else:
+        bos = i_n * T
+        eos = bos + T
+    o_k = tl.arange(0, BK)
+    o_v = i_v * BV + tl.arange(0, BV)
+    m_k = o_k < K
+    m_v = o_v < V
+    m_h = m_k[:, None] & m_v[None, :]
+    p_state = (i_n * HV + i_hv) * K * V + o_k[:, None] * V + o_v[None, :]
+    b_h = tl.zeros([BK, BV], dtype=tl.float32)
+    if USE_INITIAL_STATE:
+        b_h += tl.load(h0 + p_state, mask=m_h, other=0.0).to(tl.float32)
+    if USE_GATE:
+        b_A = tl.exp(tl.load(A_log + i_hv).to(tl.float32))
+        if HAS_DT_BIAS:
+            b_dt = tl.load(dt_bias + i_hv).to(tl.float32)
+    for t in range(bos, eos):
+        p_qk = (t * H + i_h) * K + o_k
+        b_q = tl.load(q + p_qk, mask=m_k, other=0.0).to(tl.float32)  # [BK]
+        b_k = tl.load(k + p_qk, mask=m_k, other=0.0).to(tl.float32)  # [BK]
+        if USE_QK_L2NORM:
+            b_q = b_q * tl.rsqrt(tl.sum(b_q * b_q) + 1e-6)
+            b_k = b_k * tl.rsqrt(tl.sum(b_k * b_k) + 1e-6)
+        p_v = (t * HV + i_hv) * V + o_v
+        b_v = tl.load(v + p_v, mask=m_v, other=0.0).to(tl.float32)  # [BV]
+        b_g = tl.load(g + t * HV + i_hv).to(tl.float32)
+        b_beta = tl.load(beta + t * HV + i_hv).to(tl.float32)
+        if USE_GATE:
+            if HAS_DT_BIAS:
+                b_g = b_g + b_dt
+            b_g = -b_A * tl.where(b_g > 20.0, b_g, tl.log(1.0 + tl.exp(tl.minimum(b_g, 20.0))))
+        b_h = b_h * tl.exp(b_g)
+        b_v = b_beta * (b_v - tl.sum(b_h * b_k[:, None], 0))
+        b_h += b_k[:, None] * b_v[None, :]
+        b_o = tl.sum(b_h * b_q[:, None], 0) * scale  # [BV]
+        tl.store(o + p_v, b_o.to(o.dtype.element_ty), mask=m_v)
+    if STORE_FINAL_STATE:
+        tl.store(ht + p_state, b_h, mask=m_h)
+
+
+@triton.jit(do_not_specialize=["T", "n_tasks", "n_programs"])
+def fused_recurrent_gated_delta_rule_kernel(
+    q, k, v, g, beta, A_log, dt_bias, o, h0, ht, cu_seqlens, scale, T, n_tasks, n_programs,
+    H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr,
+    USE_INITIAL_STATE: tl.constexpr, STORE_FINAL_STATE: tl.constexpr, USE_QK_L2NORM: tl.constexpr,
+    USE_GATE: tl.constexpr, HAS_DT_BIAS: tl.constexpr, IS_VARLEN: tl.constexpr, TASK_LOOP: tl.constexpr,
+):
+    if TASK_LOOP:
+        for i_task in tl.range(tl.program_id(0), n_tasks, n_programs):
+            _fused_recurrent_task(i_task, q, k, v, g, beta, A_log, dt_bias, o, h0, ht, cu_seqlens, scale, T,
+                                  H, HV, K, V, BK, BV, USE_INITIAL_STATE, STORE_FINAL_STATE, USE_QK_L2NORM,
+                                  USE_GATE, HAS_DT_BIAS, IS_VARLEN)
+    else:
+        _fused_recurrent_task(tl.program_id(0), q, k, v, g, beta, A_log, dt_bias, o, h0, ht, cu_seqlens, scale, T,
+                              H, HV, K, V, BK, BV, USE_INITIAL_STATE, STORE_FINAL_STATE, USE_QK_L2NORM,
+                              USE_GATE, HAS_DT_BIAS, IS_VARLEN)
+
+
+def _recurrent_bv(V: int) -> int:
+    """``BV``: 32 on CUDA (enough programs to saturate HBM at decode batch sizes), else up to 64."""
+    return min(32 if backend.device_type() == "cuda" else 64, triton.next_power_of_2(V))
+
+
+def fused_recurrent_gated_delta_rule(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    g: torch.Tensor,
+    beta: torch.Tensor,
+    scale: float | None = None,
+    initial_state: torch.Tensor | None = None,
+    output_final_state: bool = False,
+    use_qk_l2norm_in_kernel: bool = False,
+    cu_seqlens: torch.LongTensor | None = None,
+    *,
+    use_gate_in_kernel: bool = False,
+    A_log: torch.Tensor | None = None,
+    dt_bias: torch.Tensor | None = None,
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """Recurrent gated delta rule (forward only), same arguments, shapes and results as
+    :func:`fla_ascend.ops.chunk_gated_delta_rule` (without ``chunk_size``).
+
+    Use it for decode (``T = 1``, with ``initial_state`` from the previous step) and short
+    prefills. Gradients are not supported: inputs that require grad raise.
+
+    Returns:
+        ``(o, final_state)``: ``o`` ``[B, T, HV, V]`` in q's dtype; ``final_state``
+        ``[N, HV, K, V]`` float32 or ``None``.
+
+    Raises:
+        TypeError, ValueError: as :func:`fla_ascend.ops.chunk_gated_delta_rule`;
+        RuntimeError: an input requires grad while grad mode is on.
+    """
+    x = validate_inputs(
+        "fused_recurrent_gated_delta_rule", q, k, v, g, beta, scale, initial_state, cu_seqlens,
+        use_gate_in_kernel, A_log, dt_bias,
+    )
+    if torch.is_grad_enabled() and any(
+        t is not None and t.requires_grad for t in (q, k, v, g, beta, initial_state, A_log, dt_bias)
+    ):
+        raise RuntimeError(
+            "fused_recurrent_gated_delta_rule is forward only; use chunk_gated_delta_rule for training "
+            "or call it under torch.no_grad()"
+        )
+    B, T, H, K = x.q.shape
+    HV, V = x.v.shape[2], x.v.shape[3]
+    o = torch.empty(B, T, HV, V, dtype=x.q.dtype, device=x.q.device)
+    ht = torch.empty(x.N, HV, K, V, dtype=torch.float32, device=x.q.device) if output_final_state else None
+    BV = _recurrent_bv(V)
+    n_tasks = x.N * HV * triton.cdiv(V, BV)
+    plan = task_plan(n_tasks, "vector")
+    fused_recurrent_gated_delta_rule_kernel[plan.grid](
+        q=x.q, k=x.k, v=x.v, g=x.g, beta=x.beta, A_log=x.A_log, dt_bias=x.dt_bias, o=o,
+        h0=x.initial_state, ht=ht, cu_seqlens=x.cu_seqlens, scale=x.scale, T=T,
+        n_tasks=n_tasks, n_programs=plan.n_programs,
+        H=H, HV=HV, K=K, V=V, BK=triton.next_power_of_2(K), BV=BV,
+        USE_INITIAL_STATE=x.initial_state is not None, STORE_FINAL_STATE=output_final_state,
+        USE_QK_L2NORM=use_qk_l2norm_in_kernel, USE_GATE=x.A_log is not None, HAS_DT_BIAS=x.dt_bias is not None,
+        IS_VARLEN=x.cu_seqlens is not None, TASK_LOOP=plan.task_loop,
+        **launch_options(num_warps=4),
+    )
+    return o, ht
