@@ -1,0 +1,177 @@
+"""Source lint for the triton-ascend traps of ascend-notes.md that the IR does not show.
+
+Each rule works on the Python AST of a module (no import, no compiler) and yields
+:class:`Finding` objects with the function name and line:
+
+- ``launch_num_warps``: ``num_warps`` / ``num_stages`` passed straight to a kernel launch
+  (``kernel[grid](..., num_warps=4)``); on Ascend they mean nothing, warn, and enter the compile
+  cache key. Route them through ``backend.launch_options(...)``, which drops them on NPU.
+- ``inplace_pointer_advance``: inside a task loop (``for ... in tl.range(tl.program_id(..), ...)``)
+  a name defined before the loop is advanced in place (``p += s`` or ``p = p + s``); triton-ascend
+  miscompiles pointers carried across task-loop iterations (trap 3).
+- ``runtime_size_constexpr``: a run-time size (``T``, ``NT``, ``n_tasks``...) declared
+  ``tl.constexpr``: the kernel recompiles for every new length (trap 7).
+- ``dot_operand_reused``: the left operand of ``tl.dot`` is read again after the dot (later in
+  the function, or in the next iteration of a loop around the dot); the Cube path may overwrite
+  it in UB (trap 1).
+- ``runtime_if_loads``: an ``if`` whose condition is not a constexpr (not an upper-case name)
+  with ``tl.load`` in both branches; both paths' buffers stay live in UB (trap 2).
+"""
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+
+__all__ = ["Finding", "lint_source", "lint_file", "RUNTIME_SIZE_NAMES"]
+
+RUNTIME_SIZE_NAMES = frozenset({"T", "NT", "TT", "N", "B", "M", "n_tasks", "n_programs", "seq_len", "total_tokens",
+                                "num_tokens", "n_chunks", "L"})
+"""Parameter names that are run-time sizes by this package's conventions (DESIGN.md, kernel style)."""
+
+
+@dataclass
+class Finding:
+    """One finding: ``code`` (rule id), ``function`` it is in, ``line`` (1-based), ``message``,
+    ``severity`` (``"error"`` fails the check unless allow-listed; ``"info"`` is reported only)."""
+
+    code: str
+    function: str
+    line: int
+    message: str
+    severity: str = "error"
+    file: str = ""
+
+
+def _is_jit(dec: ast.expr) -> bool:
+    node = dec.func if isinstance(dec, ast.Call) else dec
+    return (isinstance(node, ast.Attribute) and node.attr in ("jit", "autotune")) or (
+        isinstance(node, ast.Name) and node.id == "jit")
+
+
+def _is_call(node, attr: str) -> bool:
+    return isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == attr
+
+
+def _constexpr_params(fn: ast.FunctionDef) -> list[str]:
+    out = []
+    for a in fn.args.args + fn.args.kwonlyargs:
+        if a.annotation is not None and "constexpr" in ast.unparse(a.annotation):
+            out.append(a.arg)
+    return out
+
+
+def _names_loaded(node) -> list[ast.Name]:
+    return [n for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)]
+
+
+def _stored(node) -> set[str]:
+    out = set()
+    for n in ast.walk(node):
+        if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store):
+            out.add(n.id)
+        elif isinstance(n, ast.AugAssign) and isinstance(n.target, ast.Name):
+            out.add(n.target.id)
+    return out
+
+
+def _is_task_loop(loop: ast.For) -> bool:
+    it = loop.iter
+    return isinstance(it, ast.Call) and (_is_call(it, "range") or (isinstance(it.func, ast.Name) and it.func.id == "range")) \
+        and it.args and any(_is_call(n, "program_id") for n in ast.walk(it.args[0]))
+
+
+def _pos(node) -> tuple[int, int]:
+    return (node.lineno, node.col_offset)
+
+
+def _lint_jit_function(fn: ast.FunctionDef, file: str) -> list[Finding]:
+    out: list[Finding] = []
+    cexpr = _constexpr_params(fn)
+    for name in cexpr:
+        if name in RUNTIME_SIZE_NAMES:
+            out.append(Finding("runtime_size_constexpr", fn.name, fn.lineno,
+                               f"run-time size {name!r} is tl.constexpr: one compile per value; make it a "
+                               f"run-time argument listed in do_not_specialize", file=file))
+    # in-place pointer advance inside a task loop
+    for loop in [n for n in ast.walk(fn) if isinstance(n, ast.For) and _is_task_loop(n)]:
+        before = {a.arg for a in fn.args.args} | {n.id for s in fn.body if _pos(s) < _pos(loop)
+                                                    for n in ast.walk(s) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+        for n in ast.walk(loop):
+            tgt = None
+            if isinstance(n, ast.AugAssign) and isinstance(n.target, ast.Name):
+                tgt = n.target.id
+            elif isinstance(n, ast.Assign) and len(n.targets) == 1 and isinstance(n.targets[0], ast.Name) \
+                    and isinstance(n.value, ast.BinOp) and isinstance(n.value.left, ast.Name) \
+                    and n.value.left.id == n.targets[0].id:
+                tgt = n.targets[0].id
+            if tgt and tgt in before and tgt not in cexpr:
+                out.append(Finding("inplace_pointer_advance", fn.name, n.lineno,
+                                   f"{tgt!r} is advanced in place across task-loop iterations; recompute it from "
+                                   f"the task index in each iteration", file=file))
+    # tl.dot left operand reused after the dot
+    loops = [n for n in ast.walk(fn) if isinstance(n, (ast.For, ast.While))]
+    for call in [n for n in ast.walk(fn) if _is_call(n, "dot") and n.args and isinstance(n.args[0], ast.Name)]:
+        a = call.args[0].id
+        later_loads = sorted(_pos(n) for n in _names_loaded(fn) if n.id == a and _pos(n) > _pos(call)
+                             and n is not call.args[0])
+        stores = sorted(_pos(n) for n in ast.walk(fn) if isinstance(n, ast.Name) and n.id == a
+                        and isinstance(n.ctx, ast.Store) and _pos(n) > _pos(call))
+        reused = bool(later_loads) and (not stores or later_loads[0] < stores[0])
+        # the assignment holding the dot stores to its target after evaluating the call
+        if reused and stores and later_loads[0][0] == call.lineno:
+            reused = False
+        in_loop = [lp for lp in loops if any(n is call for n in ast.walk(lp))]
+        if not reused and in_loop and a not in _stored(in_loop[-1]):
+            reused = True
+        if reused:
+            out.append(Finding("dot_operand_reused", fn.name, call.lineno,
+                               f"left operand {a!r} of tl.dot is read again after the dot; the Cube path may "
+                               f"overwrite it: reload it or use a copy ({a} + 0.0) as the dot operand", file=file))
+    # runtime if between two load paths
+    for node in [n for n in ast.walk(fn) if isinstance(n, ast.If)]:
+        names = {n.id for n in ast.walk(node.test) if isinstance(n, ast.Name)}
+        runtime = any(not (n.isupper() or n in cexpr) for n in names) or not names
+        loads_body = any(_is_call(n, "load") for s in node.body for n in ast.walk(s))
+        loads_else = any(_is_call(n, "load") for s in node.orelse for n in ast.walk(s))
+        if runtime and names and loads_body and loads_else:
+            out.append(Finding("runtime_if_loads", fn.name, node.lineno,
+                               "a run-time `if` chooses between two load paths; both paths' buffers stay live in "
+                               "UB: split them with a constexpr flag", file=file))
+    return out
+
+
+def _lint_launches(tree: ast.AST, file: str) -> list[Finding]:
+    out = []
+    parents = {}
+    for p in ast.walk(tree):
+        for c in ast.iter_child_nodes(p):
+            parents[c] = p
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Subscript):
+            for kw in node.keywords:
+                if kw.arg in ("num_warps", "num_stages"):
+                    fn = node
+                    while fn in parents and not isinstance(fn, ast.FunctionDef):
+                        fn = parents[fn]
+                    out.append(Finding("launch_num_warps", getattr(fn, "name", "<module>"), node.lineno,
+                                       f"{kw.arg} passed straight to a kernel launch; on NPU it is meaningless and "
+                                       f"enters the compile cache key: use **backend.launch_options({kw.arg}=...)",
+                                       file=file))
+    return out
+
+
+def lint_source(source: str, file: str = "<source>") -> list[Finding]:
+    """All findings of ``source`` (Python text). Raises ``SyntaxError`` on invalid Python."""
+    tree = ast.parse(source, filename=file)
+    out = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef) and any(_is_jit(d) for d in node.decorator_list):
+            out.extend(_lint_jit_function(node, file))
+    out.extend(_lint_launches(tree, file))
+    return out
+
+
+def lint_file(path: str) -> list[Finding]:
+    """:func:`lint_source` on the file at ``path``."""
+    with open(path, encoding="utf-8") as f:
+        return lint_source(f.read(), file=path)

@@ -1,0 +1,148 @@
+"""Every kernel of the package with its core kind, its declared live tiles (UB model) and the
+representative configurations it is checked with.
+
+A *scenario* calls a public op (forward, and backward where the op has one) on small CPU
+tensors with one representative configuration; under :func:`fla_ascend.check.runner.capture`
+nothing runs, every kernel launch is recorded with the exact grid, sizes and options the op's
+launcher computes for the chip. Each registered kernel is checked in the scenarios listed for it.
+
+Adding a kernel: add it to ``KERNELS`` (kind + tiles + scenarios). A ``*_kernel`` under
+``fla_ascend.ops`` without an entry fails the check ("kernel without registry entry").
+
+``ALLOW`` is the allow-list: ``(kernel glob, finding code, config glob, reason)``. Every entry
+says why the finding is acceptable; keep it short.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable
+
+import torch
+
+from fla_ascend.check.runner import Case
+from fla_ascend.tiling.ub import Tile
+
+DTYPE = torch.bfloat16  # what the NPU runs; nothing is computed (launches are captured)
+
+
+# ----------------------------------------------------------------------------- scenarios
+def _gdn_inputs(T=256, H=2, HV=4, K=128, V=128, varlen=False, grad=True):
+    B = 1 if varlen else 2
+    q = torch.randn(B, T, H, K, dtype=DTYPE, requires_grad=grad)
+    k = torch.randn(B, T, H, K, dtype=DTYPE, requires_grad=grad)
+    v = torch.randn(B, T, HV, V, dtype=DTYPE, requires_grad=grad)
+    g = torch.randn(B, T, HV, dtype=DTYPE, requires_grad=grad)
+    beta = torch.rand(B, T, HV, dtype=DTYPE, requires_grad=grad)
+    cu = torch.tensor([0, 100, 160, T], dtype=torch.long) if varlen else None
+    N = 3 if varlen else B
+    h0 = torch.randn(N, HV, K, V, dtype=torch.float32, requires_grad=grad)
+    return q, k, v, g, beta, cu, h0
+
+
+def _chunk(K=128, V=128, BT=64, varlen=False, gate=False):
+    def run():
+        from fla_ascend.ops.gated_delta_rule.chunk import chunk_gated_delta_rule
+
+        q, k, v, g, beta, cu, h0 = _gdn_inputs(K=K, V=V, varlen=varlen)
+        extra = {}
+        if gate:
+            extra = dict(use_gate_in_kernel=True, A_log=torch.randn(v.shape[2]), dt_bias=torch.randn(v.shape[2]))
+        o, ht = chunk_gated_delta_rule(q, k, v, g, beta, initial_state=h0, output_final_state=True, cu_seqlens=cu,
+                                       chunk_size=BT, **extra)
+        if o.requires_grad:
+            (o.float().sum() + ht.sum()).backward()
+    return run
+
+
+def _recurrent(K=128, V=128, varlen=False):
+    def run():
+        from fla_ascend.ops.gated_delta_rule.fused_recurrent import fused_recurrent_gated_delta_rule
+
+        q, k, v, g, beta, cu, h0 = _gdn_inputs(T=8 if not varlen else 12, K=K, V=V, varlen=varlen, grad=False)
+        if varlen:
+            cu = torch.tensor([0, 3, 7, 12], dtype=torch.long)
+        fused_recurrent_gated_delta_rule(q, k, v, g, beta, initial_state=h0, output_final_state=True, cu_seqlens=cu,
+                                         use_qk_l2norm_in_kernel=True)
+    return run
+
+
+def _l2norm(D=128):
+    def run():
+        from fla_ascend.ops.norm.l2norm import l2norm
+
+        x = torch.randn(2, 256, 4, D, dtype=DTYPE, requires_grad=True)
+        l2norm(x).float().sum().backward()
+    return run
+
+
+CHUNK_SCENARIOS: dict[str, Callable] = {
+    "K128-BT64": _chunk(),
+    "K128-BT32": _chunk(BT=32),
+    "K128-BT16": _chunk(BT=16),
+    "K256-V128-BT64": _chunk(K=256),
+    "varlen-K128-BT64": _chunk(varlen=True),
+    "gate-K128-BT64": _chunk(gate=True),
+}
+RECURRENT_SCENARIOS = {"K128": _recurrent(), "K256-V128": _recurrent(K=256), "varlen-K128": _recurrent(varlen=True)}
+NORM_SCENARIOS = {"D128": _l2norm(128), "D256": _l2norm(256)}
+
+
+# ----------------------------------------------------------------------------- kernels
+@dataclass
+class KernelInfo:
+    """``kind``: core kind of its launch plan; ``tiles``: declared peak live tiles (shape names are
+    the kernel's constexprs; ``"in"`` = the input dtype); ``scenarios``: name -> run."""
+
+    kind: str
+    scenarios: dict
+    tiles: list | None = None
+    sizes: Callable | None = None
+    note: str = ""
+
+
+_M = "fla_ascend.ops."
+KERNELS: dict[str, KernelInfo] = {
+    _M + "common.cumsum.chunk_gate_cumsum_kernel": KernelInfo(
+        "vector", CHUNK_SCENARIOS,
+        tiles=[Tile(("BT", "BH"), "fp32", "g"), Tile(("BT", "BH"), "fp32", "beta"),
+               Tile(("BT", "BH"), "fp32", "cumsum / activation temp")]),
+    _M + "common.wy.chunk_wy_fwd_kernel": KernelInfo(
+        "cube", CHUNK_SCENARIOS,
+        tiles=[Tile(("BT", "BK"), "in", "k"), Tile(("BT", "BT"), "fp32", "A"), Tile(("BT", "BT"), "fp32", "Ai"),
+               Tile(("BT", "BT"), "fp32", "inverse temps"), Tile(("BT", "BK"), "fp32", "w / u out"),
+               Tile(("BT",), "fp32", "g"), Tile(("BT",), "fp32", "beta")]),
+    _M + "common.chunk_h.chunk_fwd_h_kernel": KernelInfo(
+        "cube", CHUNK_SCENARIOS,
+        tiles=[Tile(("BK", "BV"), "fp32", "state h", buffered=False), Tile(("BT", "BK"), "in", "k"),
+               Tile(("BT", "BK"), "in", "w"), Tile(("BT", "BV"), "in", "u"), Tile(("BT", "BV"), "fp32", "v_new"),
+               Tile(("BT",), "fp32", "g")]),
+    _M + "common.chunk_o.chunk_fwd_o_kernel": KernelInfo(
+        "cube", CHUNK_SCENARIOS,
+        tiles=[Tile(("BT", "BK"), "in", "q"), Tile(("BT", "BK"), "in", "k"), Tile(("BK", "BV"), "in", "h"),
+               Tile(("BT", "BT"), "fp32", "A"), Tile(("BT", "BV"), "fp32", "o acc", buffered=False),
+               Tile(("BT", "BV"), "in", "v_new"), Tile(("BT",), "fp32", "g")]),
+    _M + "gated_delta_rule.fused_recurrent.fused_recurrent_gated_delta_rule_kernel": KernelInfo(
+        "vector", RECURRENT_SCENARIOS,
+        tiles=[Tile(("BK", "BV"), "fp32", "state h", buffered=False), Tile(("BK",), "fp32", "q"),
+               Tile(("BK",), "fp32", "k"), Tile(("BV",), "fp32", "v"), Tile(("BK", "BV"), "fp32", "h update temp")]),
+    _M + "norm.l2norm.l2norm_fwd_kernel": KernelInfo(
+        "vector", NORM_SCENARIOS, tiles=[Tile(("BM", "BD"), "in", "x"), Tile(("BM", "BD"), "fp32", "x fp32 / y")]),
+    _M + "norm.l2norm.l2norm_bwd_kernel": KernelInfo(
+        "vector", NORM_SCENARIOS, tiles=[Tile(("BM", "BD"), "in", "x"), Tile(("BM", "BD"), "in", "dy"),
+                                         Tile(("BM", "BD"), "fp32", "dx temp")]),
+}
+
+
+def _cases() -> list[Case]:
+    out = []
+    for kernel, info in KERNELS.items():
+        for cfg, run in info.scenarios.items():
+            out.append(Case(kernel=kernel, config=cfg, kind=info.kind, run=run, tiles=info.tiles, sizes=info.sizes))
+    return out
+
+
+CASES: list[Case] = _cases()
+
+ALLOW: list[tuple[str, str, str, str]] = [
+    # (kernel glob, finding code, config glob, reason)
+]
