@@ -9,6 +9,7 @@ import sys
 # (module, what it adds); each module defines register(subparsers) -> None
 _SUBCOMMANDS = [
     "fla_ascend.info_cli",
+    "fla_ascend.bench.cli",
 ]
 
 

@@ -1,0 +1,98 @@
+"""``fla-ascend bench``: the correctness-gated benchmark (the library's main job).
+
+Exit status: 0 when every gate that ran passed, 1 when any case failed its gate or raised,
+2 for bad arguments.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+
+
+def _csv(text: str) -> list[str]:
+    return [s.strip() for s in text.split(",") if s.strip()]
+
+
+def register(sub) -> None:
+    """Add the ``bench`` subparser to ``sub`` (an argparse subparsers object)."""
+    p = sub.add_parser(
+        "bench",
+        help="correctness-gated benchmark of the ops (gate vs the fp32 reference, then time)",
+        description=(
+            "For each op x shape x mode x provider: compare with the float32 PyTorch reference "
+            "(relative RMSE; a failing case is reported and not timed), then time it and print "
+            "time, tokens/s, achieved GB/s and TFLOP/s. Default: the Qwen3-Next GatedDeltaNet "
+            "shape at full size on GPU/NPU, scaled down on CPU."
+        ),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=(
+            "shapes: names (qwen3next, gdn-b4-t4096, gdn-t32k, gdn-b8-t2048, decode-b64, "
+            "decode-b256, conv-b4-t4096, conv-t32k, fla-...), groups (anchors, gdn-anchors, "
+            "decode-anchors, conv-anchors, fla-defaults, all) or free form "
+            "'B=1,T=4096,H=16,HV=32,K=128,V=128'; separate several with ';'."
+        ),
+    )
+    p.add_argument("--ops", type=_csv, default=None, help="comma-separated op names (default: all registered)")
+    p.add_argument("--shapes", default=None, help="';'-separated shape names, groups or B=..,T=.. specs")
+    p.add_argument("--modes", type=_csv, default=None, help="fwd,fwdbwd (default: fwd)")
+    p.add_argument("--providers", type=_csv, default=None,
+                   help="fla_ascend,torch_ref,fla (default: all; fla only when it imports)")
+    p.add_argument("--dtype", default=None, help="bfloat16 | float16 | float32 (default: bf16 on GPU/NPU, fp32 on CPU)")
+    p.add_argument("--json", dest="json_path", default=None, metavar="PATH", help="write the JSON artifact")
+    p.add_argument("--markdown", default=None, metavar="PATH", help="write the Markdown table")
+    p.add_argument("--plot", default=None, metavar="PATH", help="write the PNG plot")
+    p.add_argument("--quick", action="store_true", help="shorter timing, smaller CPU shapes")
+    p.add_argument("--full-size", action="store_true", help="on CPU, do not scale shapes down")
+    p.add_argument("--no-peaks", action="store_true", help="skip the copy-bandwidth / matmul-peak measurement")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar / per-case lines")
+    p.add_argument("--compact", action="store_true", help="narrower final table")
+    p.add_argument("--list", action="store_true", help="list ops, providers and named shapes, then exit")
+    p.set_defaults(func=run)
+
+
+def _list() -> int:
+    from fla_ascend.bench import cases as C
+
+    for name, spec in C.OPS.items():
+        print(f"op {name}: dims {','.join(spec.dims)}; modes {','.join(spec.modes)}; "
+              f"providers {','.join(spec.providers)}; default shapes {','.join(spec.default_shapes)}")
+    for name, shape in C.NAMED_SHAPES.items():
+        print(f"shape {name}: {C.shape_key(shape)}")
+    for name, members in C.SHAPE_GROUPS.items():
+        print(f"group {name}: {', '.join(members)}")
+    return 0
+
+
+def run(args) -> int:
+    """Run the suite from parsed arguments; print the table; write the requested files."""
+    if args.list:
+        return _list()
+    from rich.console import Console
+
+    from fla_ascend.bench import report, suite
+
+    err = Console(stderr=True)
+    try:
+        artifact = suite.run_suite(
+            ops=args.ops, shapes=args.shapes, modes=args.modes, providers=args.providers,
+            dtype=args.dtype, quick=args.quick, progress=not args.no_progress,
+            full_size=args.full_size, measure_peaks=not args.no_peaks,
+            command=["fla-ascend", *sys.argv[1:]] if sys.argv else None,
+        )
+    except ValueError as e:
+        err.print(f"[red]fla-ascend bench: {e}[/red]")
+        return 2
+    report.print_table(artifact, compact=args.compact)
+    if args.json_path:
+        err.print(f"wrote {suite.write_json(artifact, args.json_path)}")
+    if args.markdown:
+        err.print(f"wrote {report.write_markdown(artifact, args.markdown)}")
+    if args.plot:
+        err.print(f"wrote {report.write_plot(artifact, args.plot)}")
+    bad = report.failed(artifact)
+    if bad:
+        err.print(f"[red]{len(bad)} case(s) failed their correctness gate or raised[/red]")
+        return 1
+    if not artifact["results"]:
+        err.print("[yellow]no case matched the selection[/yellow]")
+    return 0

@@ -1,0 +1,193 @@
+"""Render a benchmark artifact: terminal table (rich), Markdown table, PNG plots (matplotlib Agg).
+
+All functions take the artifact dict of :func:`fla_ascend.bench.suite.run_suite` (or one read
+back with :func:`fla_ascend.bench.suite.read_json`) and never run anything.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+__all__ = ["table_rows", "print_table", "to_markdown", "write_markdown", "write_plot", "failed"]
+
+
+def failed(artifact: dict) -> list[dict]:
+    """Rows whose gate failed or that raised (``correct is False``)."""
+    return [r for r in artifact["results"] if r.get("correct") is False]
+
+
+def _others(artifact: dict) -> list[str]:
+    seen: list[str] = []
+    for r in artifact["results"]:
+        if r["provider"] not in seen:
+            seen.append(r["provider"])
+    return seen
+
+
+def _num(x, fmt):
+    return "-" if x is None else format(x, fmt)
+
+
+def _status(r: dict) -> str:
+    if r.get("skipped"):
+        return "skip"
+    if r.get("error"):
+        return "ERROR"
+    return "PASS" if r.get("correct") else "FAIL"
+
+
+def _short(op: str) -> str:
+    from fla_ascend.bench.cases import OPS
+
+    spec = OPS.get(op)
+    return (spec.short or op) if spec is not None else op
+
+
+def table_rows(artifact: dict, short: bool = False) -> tuple[list[str], list[list[str]]]:
+    """Header and string cells of the result table, one row per case.
+
+    Columns: op, shape, mode, dtype, provider, gate (status and worst relative RMSE), ms,
+    tokens/s, GB/s, TFLOP/s, the fraction of the measured copy bandwidth and matmul peak when
+    they were measured, and ``x <other>`` (other provider's time / this time: > 1 is faster)
+    for every other provider of the run. Skipped and failed rows show the reason in ``note``.
+    """
+    meta = artifact["meta"]
+    bw, peak = meta.get("copy_bandwidth_gbps"), meta.get("matmul_tflops")
+    provs = _others(artifact)
+    head = ["op", "shape", "mode", "dtype", "provider", "gate", "ms", "tokens/s", "GB/s", "TFLOP/s"]
+    if bw:
+        head.append("%BW")
+    if peak:
+        head.append("%MM")
+    head += [f"x {p}" for p in provs] + ["note"]
+    rows = []
+    for r in artifact["results"]:
+        ratio = max(r["rel_rmse"].values()) if r.get("rel_rmse") else None
+        gate = _status(r) + ("" if ratio is None else f" {ratio:.1e}")
+        cells = [
+            _short(r["op"]) if short else r["op"], r["shape"], r["mode"], r["dtype"].replace("bfloat16", "bf16").replace("float", "fp"),
+            r["provider"], gate, _num(r["ms"], ".3f"), _num(r["tokens_per_s"], ".3g"),
+            _num(r["gbps"], ".4g"), _num(r["tflops"], ".4g"),
+        ]
+        if bw:
+            cells.append("-" if r["gbps"] is None else f"{100 * r['gbps'] / bw:.0f}%")
+        if peak:
+            cells.append("-" if r["tflops"] is None else f"{100 * r['tflops'] / peak:.0f}%")
+        for p in provs:
+            s = (r.get("speedup") or {}).get(p)
+            cells.append("-" if s is None else f"{s:.2f}x")
+        cells.append(r.get("skipped") or r.get("error") or "")
+        rows.append(cells)
+    return head, rows
+
+
+def _meta_line(artifact: dict) -> str:
+    m = artifact["meta"]
+    parts = [f"device {m['device']} ({m['device_name']})", f"{m['triton_flavour']} {m['triton_version']}",
+             f"torch {m['torch_version']}", f"fla {m['fla_version'] or 'n/a'}", m["timing_method"]]
+    if m.get("copy_bandwidth_gbps"):
+        parts.append(f"copy {m['copy_bandwidth_gbps']:.0f} GB/s")
+    if m.get("matmul_tflops"):
+        parts.append(f"bf16 matmul {m['matmul_tflops']:.0f} TFLOP/s")
+    if m.get("cpu_scaled"):
+        parts.append("shapes scaled down for the CPU interpreter")
+    return "; ".join(parts)
+
+
+def print_table(artifact: dict, console=None, compact: bool = False) -> None:
+    """Print the result table (and notes) with rich, short op names. ``compact`` drops dtype,
+    tokens/s and note."""
+    from rich.console import Console
+    from rich.table import Table
+
+    if console is None:
+        console = Console()
+        if not console.is_terminal:  # logs and pipes: do not wrap at 80 columns
+            console = Console(width=200)
+    head, rows = table_rows(artifact, short=True)
+    drop = {"dtype", "tokens/s", "note"} if compact else set()
+    keep = [i for i, h in enumerate(head) if h not in drop]
+    table = Table(title="fla-ascend bench", caption=_meta_line(artifact), show_lines=False)
+    for i in keep:
+        table.add_column(head[i], justify="right" if i >= 6 else "left", overflow="fold")
+    for cells in rows:
+        style = {"FAIL": "red", "ERROR": "red", "skip": "dim"}.get(cells[5].split()[0], "")
+        table.add_row(*[cells[i] for i in keep], style=style)
+    console.print(table)
+    for note in artifact.get("notes", []):
+        console.print(f"[dim]note: {note}[/dim]")
+
+
+def to_markdown(artifact: dict) -> str:
+    """The result table as GitHub Markdown, preceded by one line of run facts."""
+    head, rows = table_rows(artifact)
+    esc = lambda s: str(s).replace("|", "\\|")  # noqa: E731
+    lines = [_meta_line(artifact) + ".", "", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    lines += ["| " + " | ".join(esc(c) for c in cells) + " |" for cells in rows]
+    for note in artifact.get("notes", []):
+        lines.append(f"\nNote: {note}")
+    return "\n".join(lines) + "\n"
+
+
+def write_markdown(artifact: dict, path: str | Path) -> Path:
+    """Write :func:`to_markdown` to ``path`` (parents created); returns the path."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(to_markdown(artifact))
+    return path
+
+
+def write_plot(artifact: dict, path: str | Path) -> Path:
+    """One PNG: per (op, mode), the time of each provider per shape (log scale, top row) and the
+    achieved fraction of the measured copy bandwidth and bf16 matmul peak (bottom row; a note
+    when the peaks were not measured, e.g. on CPU). Untimed cases are absent. Returns the path.
+    """
+    import matplotlib
+
+    matplotlib.use("Agg", force=True)
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    meta = artifact["meta"]
+    bw, peak = meta.get("copy_bandwidth_gbps"), meta.get("matmul_tflops")
+    groups: dict[tuple[str, str], list[dict]] = {}
+    for r in artifact["results"]:
+        groups.setdefault((r["op"], r["mode"]), []).append(r)
+    n = max(1, len(groups))
+    fig, axes = plt.subplots(2, n, figsize=(max(6.0, 5.5 * n), 8), squeeze=False)
+    for col, ((op, mode), rows) in enumerate(groups.items()):
+        shapes = list(dict.fromkeys(r["shape"] for r in rows))
+        provs = list(dict.fromkeys(r["provider"] for r in rows))
+        x = np.arange(len(shapes))
+        width = 0.8 / max(1, len(provs))
+        ax, axf = axes[0][col], axes[1][col]
+        for i, p in enumerate(provs):
+            ms = [next((r["ms"] for r in rows if r["shape"] == s and r["provider"] == p and r["ms"]), np.nan)
+                  for s in shapes]
+            ax.bar(x + i * width, ms, width, label=p)
+        ax.set_yscale("log")
+        ax.set_title(f"{op} {mode}", fontsize=9)
+        ax.set_ylabel("ms (median, lower is better)")
+        ax.set_xticks(x + 0.4 - width / 2, shapes, rotation=20, ha="right", fontsize=7)
+        ax.legend(fontsize=7)
+        if bw or peak:
+            for i, p in enumerate(provs):
+                sel = [next((r for r in rows if r["shape"] == s and r["provider"] == p and r["ms"]), None)
+                       for s in shapes]
+                fb = [r["gbps"] / bw if (r and bw) else np.nan for r in sel]
+                fm = [r["tflops"] / peak if (r and peak) else np.nan for r in sel]
+                axf.bar(x + i * width, fb, width, label=f"{p} / copy BW")
+                axf.plot(x + i * width, fm, "k^" if i == 0 else "kv", label=f"{p} / matmul peak")
+            axf.set_ylabel("achieved fraction")
+            axf.set_ylim(0, 1.05)
+            axf.legend(fontsize=6)
+        else:
+            axf.text(0.5, 0.5, "copy bandwidth / matmul peak not measured on this device",
+                     ha="center", va="center", transform=axf.transAxes, fontsize=8)
+        axf.set_xticks(x + 0.4 - width / 2, shapes, rotation=20, ha="right", fontsize=7)
+    fig.suptitle(_meta_line(artifact), fontsize=7)
+    fig.tight_layout()
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
