@@ -139,3 +139,128 @@ def chunk_fwd_h(
         **launch_options(num_warps=4, num_stages=2),
     )
     return h, v_new, ht
+
+
+@triton.jit
+def _chunk_bwd_dh_task(
+    i_task, q, k, w, g_cum, do, dv_local, dh, dv_new, dht, dh0, cu_seqlens, chunk_offsets, scale, T, NT, TT,
+    H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr,
+    BT: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr,
+    USE_FINAL_STATE_GRADIENT: tl.constexpr, USE_INITIAL_STATE: tl.constexpr, IS_VARLEN: tl.constexpr,
+):
+    NV = tl.cdiv(V, BV)
+    i_n = i_task // (HV * NV)
+    i_hv = (i_task // NV) % HV
+    i_v = i_task % NV
+    i_h = i_hv // (HV // H)
+    bos, eos, boc = seq_bounds(i_n, cu_seqlens, chunk_offsets, T, NT, IS_VARLEN)
+    o_t = tl.arange(0, BT)
+    o_k = tl.arange(0, BK)
+    o_v = i_v * BV + tl.arange(0, BV)
+    m_k = o_k < K
+    m_v = o_v < V
+    m_h = m_k[:, None] & m_v[None, :]
+    p_state = o_k[:, None] * V + o_v[None, :]
+    state_base = (tl.cast(i_n, tl.int64) * HV + i_hv) * K * V
+    b_dh = tl.zeros([BK, BV], dtype=tl.float32)
+    if USE_FINAL_STATE_GRADIENT:
+        b_dh += tl.load(dht + state_base + p_state, mask=m_h, other=0.0).to(tl.float32)
+    NT_n = tl.cdiv(eos - bos, BT)
+    for i_r in range(0, NT_n):
+        i_t = NT_n - 1 - i_r
+        t0 = bos + i_t * BT
+        m_t = o_t < eos - t0
+        tl.store(dh + ((boc + i_t) * HV + i_hv) * K * V + p_state, b_dh.to(dh.dtype.element_ty), mask=m_h)
+        p_gate = tl.cast(i_hv, tl.int64) * TT + t0
+        b_g = tl.load(g_cum + p_gate + o_t, mask=m_t, other=0.0)  # [BT]
+        b_g_last = tl.load(g_cum + p_gate + tl.minimum(BT, eos - t0) - 1)
+        m_tk = m_t[:, None] & m_k[None, :]
+        p_qk = (t0 * H + i_h) * K + o_t[:, None] * (H * K) + o_k[None, :]
+        b_k = tl.load(k + p_qk, mask=m_tk, other=0.0)  # [BT, BK]
+        b_kd = (b_k * tl.where(m_t, tl.exp(b_g_last - b_g), 0.0)[:, None]).to(b_k.dtype)
+        p_v = (t0 * HV + i_hv) * V + o_t[:, None] * (HV * V) + o_v[None, :]
+        m_tv = m_t[:, None] & m_v[None, :]
+        b_dv = tl.load(dv_local + p_v, mask=m_tv, other=0.0) + tl.dot(b_kd, b_dh.to(b_k.dtype))  # [BT, BV]
+        tl.store(dv_new + p_v, b_dv, mask=m_tv)
+        b_q = tl.load(q + p_qk, mask=m_tk, other=0.0)  # [BT, BK]
+        b_qd = (b_q * (tl.exp(b_g) * scale)[:, None]).to(b_q.dtype)
+        b_do = tl.load(do + p_v, mask=m_tv, other=0.0)  # [BT, BV]
+        b_w = tl.load(w + (t0 * HV + i_hv) * K + o_t[:, None] * (HV * K) + o_k[None, :], mask=m_tk, other=0.0)
+        b_dh = b_dh * tl.exp(b_g_last) + tl.dot(tl.trans(b_qd), b_do.to(b_qd.dtype)) \
+            - tl.dot(tl.trans(b_w), b_dv.to(b_w.dtype))
+    if USE_INITIAL_STATE:
+        tl.store(dh0 + state_base + p_state, b_dh, mask=m_h)
+
+
+@triton.jit(do_not_specialize=["T", "NT", "TT", "n_tasks", "n_programs"])
+def chunk_bwd_dh_kernel(
+    q, k, w, g_cum, do, dv_local, dh, dv_new, dht, dh0, cu_seqlens, chunk_offsets, scale, T, NT, TT,
+    n_tasks, n_programs,
+    H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr,
+    BT: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr,
+    USE_FINAL_STATE_GRADIENT: tl.constexpr, USE_INITIAL_STATE: tl.constexpr, IS_VARLEN: tl.constexpr,
+    TASK_LOOP: tl.constexpr,
+):
+    if TASK_LOOP:
+        for i_task in tl.range(tl.program_id(0), n_tasks, n_programs):
+            _chunk_bwd_dh_task(i_task, q, k, w, g_cum, do, dv_local, dh, dv_new, dht, dh0, cu_seqlens,
+                               chunk_offsets, scale, T, NT, TT, H, HV, K, V, BT, BK, BV,
+                               USE_FINAL_STATE_GRADIENT, USE_INITIAL_STATE, IS_VARLEN)
+    else:
+        _chunk_bwd_dh_task(tl.program_id(0), q, k, w, g_cum, do, dv_local, dh, dv_new, dht, dh0, cu_seqlens,
+                           chunk_offsets, scale, T, NT, TT, H, HV, K, V, BT, BK, BV,
+                           USE_FINAL_STATE_GRADIENT, USE_INITIAL_STATE, IS_VARLEN)
+
+
+def chunk_bwd_dh(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    w: torch.Tensor,
+    g_cum: torch.Tensor,
+    do: torch.Tensor,
+    dv_local: torch.Tensor,
+    scale: float,
+    chunk_size: int,
+    n_chunks: int,
+    N: int,
+    dht: torch.Tensor | None,
+    need_dh0: bool,
+    cu_seqlens: torch.Tensor | None = None,
+    chunk_offsets: torch.Tensor | None = None,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+    """Reverse state recurrence of the backward pass.
+
+    With ``dH`` the gradient of the state after a chunk (``dht`` after the last one)::
+
+        dv' = dv_local + (k exp(G_last - G)) dH
+        dH  <- exp(G_last) dH + scale (q exp(G))^T do - w^T dv'
+
+    Args:
+        q, k: ``[B, T, H, K]``; w: ``[B, T, HV, K]``; g_cum: ``[HV, B * T]`` fp32;
+        do: ``[B, T, HV, V]``; dv_local: ``[B, T, HV, V]`` fp32 (in-chunk part of dv').
+        dht: ``[N, HV, K, V]`` gradient of the final state, or ``None``.
+        need_dh0: return the gradient of the initial state.
+
+    Returns:
+        ``(dh, dv_new, dh0)``: ``dh`` ``[n_chunks, HV, K, V]`` in k's dtype (gradient of the state
+        after each chunk), ``dv_new`` ``[B, T, HV, V]`` fp32 (full gradient of v'), ``dh0``
+        ``[N, HV, K, V]`` fp32 or ``None``.
+    """
+    B, T, H, K = k.shape
+    HV, V = do.shape[2], do.shape[3]
+    dh = torch.empty(n_chunks, HV, K, V, dtype=k.dtype, device=k.device)
+    dv_new = torch.empty(B, T, HV, V, dtype=torch.float32, device=k.device)
+    dh0 = torch.empty(N, HV, K, V, dtype=torch.float32, device=k.device) if need_dh0 else None
+    BV = _state_bv(N, HV, V)
+    n_tasks = N * HV * triton.cdiv(V, BV)
+    plan = task_plan(n_tasks, "cube")
+    chunk_bwd_dh_kernel[plan.grid](
+        q=q, k=k, w=w, g_cum=g_cum, do=do, dv_local=dv_local, dh=dh, dv_new=dv_new, dht=dht, dh0=dh0,
+        cu_seqlens=cu_seqlens, chunk_offsets=chunk_offsets, scale=scale,
+        T=T, NT=triton.cdiv(T, chunk_size), TT=B * T, n_tasks=n_tasks, n_programs=plan.n_programs,
+        H=H, HV=HV, K=K, V=V, BT=chunk_size, BK=triton.next_power_of_2(K), BV=BV,
+        USE_FINAL_STATE_GRADIENT=dht is not None, USE_INITIAL_STATE=need_dh0,
+        IS_VARLEN=cu_seqlens is not None, TASK_LOOP=plan.task_loop,
+        **launch_options(num_warps=4, num_stages=2),
+    )
+    return dh, dv_new, dh0

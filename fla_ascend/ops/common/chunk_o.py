@@ -103,3 +103,213 @@ def chunk_fwd_o(
         **launch_options(num_warps=4, num_stages=2),
     )
     return o
+
+
+@triton.jit
+def _chunk_bwd_dv_local_task(
+    i_task, q, k, g_cum, do, dv_local, chunk_indices, cu_seqlens, scale, T, NT, TT,
+    H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr,
+    BT: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr, IS_VARLEN: tl.constexpr,
+):
+    i_c = i_task // HV
+    i_hv = i_task % HV
+    i_h = i_hv // (HV // H)
+    i_n, i_t, bos, eos = chunk_bounds(i_c, chunk_indices, cu_seqlens, T, NT, IS_VARLEN)
+    t0 = bos + i_t * BT
+    o_t = tl.arange(0, BT)
+    m_t = o_t < eos - t0
+    b_At = tl.zeros([BT, BT], dtype=tl.float32)  # [j, i] = k_j . q_i
+    for i_k in range(tl.cdiv(K, BK)):
+        o_k = i_k * BK + tl.arange(0, BK)
+        m_tk = m_t[:, None] & (o_k < K)[None, :]
+        p_qk = (t0 * H + i_h) * K + o_t[:, None] * (H * K) + o_k[None, :]
+        b_q = tl.load(q + p_qk, mask=m_tk, other=0.0)  # [BT, BK]
+        b_k = tl.load(k + p_qk, mask=m_tk, other=0.0)  # [BT, BK]
+        b_At += tl.dot(b_k, tl.trans(b_q))
+    b_g = tl.load(g_cum + tl.cast(i_hv, tl.int64) * TT + t0 + o_t, mask=m_t, other=0.0)  # [BT]
+    m_causal_t = (o_t[:, None] <= o_t[None, :]) & m_t[None, :]
+    b_At = tl.where(m_causal_t, b_At * scale * tl.exp(tl.where(m_causal_t, b_g[None, :] - b_g[:, None], 0.0)), 0.0)
+    for i_v in range(tl.cdiv(V, BV)):
+        o_v = i_v * BV + tl.arange(0, BV)
+        m_tv = m_t[:, None] & (o_v < V)[None, :]
+        p_v = (t0 * HV + i_hv) * V + o_t[:, None] * (HV * V) + o_v[None, :]
+        b_do = tl.load(do + p_v, mask=m_tv, other=0.0)  # [BT, BV]
+        tl.store(dv_local + p_v, tl.dot(b_At.to(b_do.dtype), b_do), mask=m_tv)
+
+
+@triton.jit(do_not_specialize=["T", "NT", "TT", "n_tasks", "n_programs"])
+def chunk_bwd_dv_local_kernel(
+    q, k, g_cum, do, dv_local, chunk_indices, cu_seqlens, scale, T, NT, TT, n_tasks, n_programs,
+    H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr,
+    BT: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr, IS_VARLEN: tl.constexpr, TASK_LOOP: tl.constexpr,
+):
+    if TASK_LOOP:
+        for i_task in tl.range(tl.program_id(0), n_tasks, n_programs):
+            _chunk_bwd_dv_local_task(i_task, q, k, g_cum, do, dv_local, chunk_indices, cu_seqlens, scale, T, NT,
+                                     TT, H, HV, K, V, BT, BK, BV, IS_VARLEN)
+    else:
+        _chunk_bwd_dv_local_task(tl.program_id(0), q, k, g_cum, do, dv_local, chunk_indices, cu_seqlens, scale,
+                                 T, NT, TT, H, HV, K, V, BT, BK, BV, IS_VARLEN)
+
+
+def chunk_bwd_dv_local(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    g_cum: torch.Tensor,
+    do: torch.Tensor,
+    scale: float,
+    chunk_size: int,
+    n_chunks: int,
+    chunk_indices: torch.Tensor | None = None,
+    cu_seqlens: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """In-chunk part of the gradient of ``v'``: ``causal(scale q . k exp(G_i - G_j))^T do``.
+
+    Returns ``[B, T, HV, V]`` float32.
+    """
+    B, T, H, K = q.shape
+    HV, V = do.shape[2], do.shape[3]
+    dv_local = torch.empty(B, T, HV, V, dtype=torch.float32, device=q.device)
+    plan = task_plan(n_chunks * HV, "cube")
+    chunk_bwd_dv_local_kernel[plan.grid](
+        q=q, k=k, g_cum=g_cum, do=do, dv_local=dv_local, chunk_indices=chunk_indices, cu_seqlens=cu_seqlens,
+        scale=scale, T=T, NT=triton.cdiv(T, chunk_size), TT=B * T, n_tasks=n_chunks * HV,
+        n_programs=plan.n_programs, H=H, HV=HV, K=K, V=V, BT=chunk_size,
+        BK=min(64, triton.next_power_of_2(K)), BV=min(64, triton.next_power_of_2(V)),
+        IS_VARLEN=cu_seqlens is not None, TASK_LOOP=plan.task_loop,
+        **launch_options(num_warps=4, num_stages=2),
+    )
+    return dv_local
+
+
+@triton.jit
+def _chunk_bwd_dqkwg_task(
+    i_task, q, k, v_new, h, dh, do, dv_new, g_cum, dq, dk, dw, dg_parts, chunk_indices, cu_seqlens, scale,
+    T, NT, TT,
+    H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr,
+    BT: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr, IS_VARLEN: tl.constexpr,
+):
+    NK = tl.cdiv(K, BK)
+    i_c = i_task // (HV * NK)
+    i_hv = (i_task // NK) % HV
+    i_k = i_task % NK
+    i_h = i_hv // (HV // H)
+    i_n, i_t, bos, eos = chunk_bounds(i_c, chunk_indices, cu_seqlens, T, NT, IS_VARLEN)
+    t0 = bos + i_t * BT
+    o_t = tl.arange(0, BT)
+    o_k = i_k * BK + tl.arange(0, BK)
+    m_t = o_t < eos - t0
+    m_k = o_k < K
+    h_base = (tl.cast(i_c, tl.int64) * HV + i_hv) * K * V
+    b_dq = tl.zeros([BT, BK], dtype=tl.float32)
+    b_dk = tl.zeros([BT, BK], dtype=tl.float32)
+    b_dw = tl.zeros([BT, BK], dtype=tl.float32)
+    b_dS = tl.zeros([BT, BT], dtype=tl.float32)
+    b_hdh = tl.zeros([BK], dtype=tl.float32)
+    for i_v in range(tl.cdiv(V, BV)):
+        o_v = i_v * BV + tl.arange(0, BV)
+        m_v = o_v < V
+        m_kv = m_k[:, None] & m_v[None, :]
+        b_h = tl.load(h + h_base + o_k[:, None] * V + o_v[None, :], mask=m_kv, other=0.0)  # [BK, BV]
+        b_dh = tl.load(dh + h_base + o_k[:, None] * V + o_v[None, :], mask=m_kv, other=0.0)  # [BK, BV]
+        m_tv = m_t[:, None] & m_v[None, :]
+        p_v = (t0 * HV + i_hv) * V + o_t[:, None] * (HV * V) + o_v[None, :]
+        b_do = tl.load(do + p_v, mask=m_tv, other=0.0)  # [BT, BV]
+        b_vn = tl.load(v_new + p_v, mask=m_tv, other=0.0)  # [BT, BV]
+        b_dvn = tl.load(dv_new + p_v, mask=m_tv, other=0.0)  # [BT, BV] fp32
+        b_dS += tl.dot(b_do, tl.trans(b_vn))
+        b_dq += tl.dot(b_do, tl.trans(b_h))
+        b_dk += tl.dot(b_vn, tl.trans(b_dh))
+        b_dw += tl.dot(b_dvn.to(b_h.dtype), tl.trans(b_h))
+        b_hdh += tl.sum(b_h.to(tl.float32) * b_dh.to(tl.float32), 1)
+    m_tk = m_t[:, None] & m_k[None, :]
+    p_qk = (t0 * H + i_h) * K + o_t[:, None] * (H * K) + o_k[None, :]
+    b_q = tl.load(q + p_qk, mask=m_tk, other=0.0)  # [BT, BK]
+    b_k = tl.load(k + p_qk, mask=m_tk, other=0.0)  # [BT, BK]
+    p_gate = tl.cast(i_hv, tl.int64) * TT + t0
+    b_g = tl.load(g_cum + p_gate + o_t, mask=m_t, other=0.0)  # [BT]
+    i_last = tl.minimum(BT, eos - t0) - 1
+    b_g_last = tl.load(g_cum + p_gate + i_last)
+    # inter-chunk output term: o += scale exp(G) q h
+    b_dq = b_dq * (scale * tl.exp(b_g))[:, None]
+    b_dG = tl.sum(b_dq * b_q.to(tl.float32), 1)  # [BT]
+    # state update term: h_next = exp(G_last) h + (k exp(G_last - G))^T v'
+    b_dk = b_dk * tl.where(m_t, tl.exp(b_g_last - b_g), 0.0)[:, None]
+    b_dkk = tl.sum(b_dk * b_k.to(tl.float32), 1)  # [BT]
+    b_dG -= b_dkk
+    b_dG_last = tl.sum(b_dkk, 0) + tl.exp(b_g_last) * tl.sum(b_hdh, 0)
+    # in-chunk output term: o += causal(scale q . k exp(G_i - G_j)) v'
+    m_causal = (o_t[:, None] >= o_t[None, :]) & m_t[None, :] & m_t[:, None]
+    b_gamma = tl.exp(tl.where(m_causal, b_g[:, None] - b_g[None, :], 0.0))
+    b_dSg = tl.where(m_causal, b_dS * b_gamma * scale, 0.0)  # d/d(q_i . k_j)
+    b_S = tl.dot(b_q, tl.trans(b_k))  # [BT, BT] partial over this K block
+    b_dSS = b_dSg * b_S
+    b_dG += tl.sum(b_dSS, 1) - tl.sum(b_dSS, 0)
+    b_dG += tl.where(o_t == i_last, b_dG_last, 0.0)
+    b_dq += tl.dot(b_dSg.to(b_k.dtype), b_k)
+    b_dk += tl.dot(tl.trans(b_dSg).to(b_q.dtype), b_q)
+    p_out = (t0 * HV + i_hv) * K + o_t[:, None] * (HV * K) + o_k[None, :]
+    tl.store(dq + p_out, b_dq, mask=m_tk)
+    tl.store(dk + p_out, b_dk, mask=m_tk)
+    tl.store(dw + p_out, -b_dw, mask=m_tk)
+    tl.store(dg_parts + (tl.cast(i_k, tl.int64) * HV + i_hv) * TT + t0 + o_t, b_dG, mask=m_t)
+
+
+@triton.jit(do_not_specialize=["T", "NT", "TT", "n_tasks", "n_programs"])
+def chunk_bwd_dqkwg_kernel(
+    q, k, v_new, h, dh, do, dv_new, g_cum, dq, dk, dw, dg_parts, chunk_indices, cu_seqlens, scale, T, NT, TT,
+    n_tasks, n_programs,
+    H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr,
+    BT: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr, IS_VARLEN: tl.constexpr, TASK_LOOP: tl.constexpr,
+):
+    if TASK_LOOP:
+        for i_task in tl.range(tl.program_id(0), n_tasks, n_programs):
+            _chunk_bwd_dqkwg_task(i_task, q, k, v_new, h, dh, do, dv_new, g_cum, dq, dk, dw, dg_parts,
+                                  chunk_indices, cu_seqlens, scale, T, NT, TT, H, HV, K, V, BT, BK, BV, IS_VARLEN)
+    else:
+        _chunk_bwd_dqkwg_task(tl.program_id(0), q, k, v_new, h, dh, do, dv_new, g_cum, dq, dk, dw, dg_parts,
+                              chunk_indices, cu_seqlens, scale, T, NT, TT, H, HV, K, V, BT, BK, BV, IS_VARLEN)
+
+
+def chunk_bwd_dqkwg(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v_new: torch.Tensor,
+    h: torch.Tensor,
+    dh: torch.Tensor,
+    do: torch.Tensor,
+    dv_new: torch.Tensor,
+    g_cum: torch.Tensor,
+    scale: float,
+    chunk_size: int,
+    n_chunks: int,
+    chunk_indices: torch.Tensor | None = None,
+    cu_seqlens: torch.Tensor | None = None,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Gradients through the output and the state update, per value head.
+
+    Returns:
+        ``(dq, dk, dw, dg_parts)``: ``dq``, ``dk`` ``[B, T, HV, K]`` fp32 (per value head, before the
+        GVA reduction; ``dk`` without the WY part), ``dw`` ``[B, T, HV, K]`` fp32, and
+        ``dg_parts`` ``[NK + 1, HV, B * T]`` fp32 whose first ``NK`` rows hold this stage's
+        per-K-block gradients of the in-chunk cumulative gate (the last row is for the WY stage).
+    """
+    B, T, H, K = q.shape
+    HV, V = do.shape[2], do.shape[3]
+    BK = min(64, triton.next_power_of_2(K))
+    NK = triton.cdiv(K, BK)
+    dq = torch.empty(B, T, HV, K, dtype=torch.float32, device=q.device)
+    dk = torch.empty_like(dq)
+    dw = torch.empty_like(dq)
+    dg_parts = torch.empty(NK + 1, HV, B * T, dtype=torch.float32, device=q.device)
+    n_tasks = n_chunks * HV * NK
+    plan = task_plan(n_tasks, "cube")
+    chunk_bwd_dqkwg_kernel[plan.grid](
+        q=q, k=k, v_new=v_new, h=h, dh=dh, do=do, dv_new=dv_new, g_cum=g_cum, dq=dq, dk=dk, dw=dw,
+        dg_parts=dg_parts, chunk_indices=chunk_indices, cu_seqlens=cu_seqlens, scale=scale,
+        T=T, NT=triton.cdiv(T, chunk_size), TT=B * T, n_tasks=n_tasks, n_programs=plan.n_programs,
+        H=H, HV=HV, K=K, V=V, BT=chunk_size, BK=BK, BV=min(64, triton.next_power_of_2(V)),
+        IS_VARLEN=cu_seqlens is not None, TASK_LOOP=plan.task_loop,
+        **launch_options(num_warps=4, num_stages=2),
+    )
+    return dq, dk, dw, dg_parts

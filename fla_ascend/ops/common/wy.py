@@ -166,3 +166,146 @@ def chunk_wy_fwd(
         **launch_options(num_warps=4),
     )
     return w, u, Ai
+
+
+@triton.jit
+def _chunk_wy_bwd_task(
+    i_task, k, v, g_cum, beta_t, Ai, dw, du, dk_in, dk, dv, dbeta_t, dg_parts, chunk_indices, cu_seqlens,
+    T, NT, TT, NK_PARTS,
+    H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr,
+    BT: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr, DOT_PRECISION: tl.constexpr, IS_VARLEN: tl.constexpr,
+):
+    i_c = i_task // HV
+    i_hv = i_task % HV
+    i_h = i_hv // (HV // H)
+    i_n, i_t, bos, eos = chunk_bounds(i_c, chunk_indices, cu_seqlens, T, NT, IS_VARLEN)
+    t0 = bos + i_t * BT
+    o_t = tl.arange(0, BT)
+    m_t = o_t < eos - t0
+    p_gate = tl.cast(i_hv, tl.int64) * TT + t0 + o_t
+    b_g = tl.load(g_cum + p_gate, mask=m_t, other=0.0)  # [BT]
+    b_beta = tl.load(beta_t + p_gate, mask=m_t, other=0.0)  # [BT]
+    b_Ai = tl.load(Ai + (t0 * HV + i_hv) * BT + o_t[:, None] * (HV * BT) + o_t[None, :],
+                   mask=m_t[:, None], other=0.0)  # [BT, BT]
+    b_kscale = b_beta * tl.exp(b_g)  # [BT]
+    b_dAi = tl.zeros([BT, BT], dtype=tl.float32)
+    b_KK = tl.zeros([BT, BT], dtype=tl.float32)
+    b_dbeta = tl.zeros([BT], dtype=tl.float32)
+    b_dG = tl.zeros([BT], dtype=tl.float32)
+    k_base = (t0 * H + i_h) * K
+    d_base = (t0 * HV + i_hv) * K
+    # w = Ai (beta exp(G) k)
+    for i_k in range(tl.cdiv(K, BK)):
+        o_k = i_k * BK + tl.arange(0, BK)
+        m_tk = m_t[:, None] & (o_k < K)[None, :]
+        b_k = tl.load(k + k_base + o_t[:, None] * (H * K) + o_k[None, :], mask=m_tk, other=0.0)  # [BT, BK]
+        p_d = d_base + o_t[:, None] * (HV * K) + o_k[None, :]
+        b_dw = tl.load(dw + p_d, mask=m_tk, other=0.0)  # [BT, BK] fp32
+        b_kf = b_k.to(tl.float32)
+        b_dAi += tl.dot(b_dw, tl.trans(b_kf * b_kscale[:, None]), input_precision=DOT_PRECISION)
+        b_KK += tl.dot(b_k, tl.trans(b_k))
+        b_dX = tl.dot(tl.trans(b_Ai), b_dw, input_precision=DOT_PRECISION)  # [BT, BK]
+        b_kdx = tl.sum(b_dX * b_kf, 1)  # [BT]
+        b_dbeta += tl.exp(b_g) * b_kdx
+        b_dG += b_kscale * b_kdx
+        tl.store(dk + p_d, tl.load(dk_in + p_d, mask=m_tk, other=0.0) + b_dX * b_kscale[:, None], mask=m_tk)
+    # u = Ai (beta v)
+    for i_v in range(tl.cdiv(V, BV)):
+        o_v = i_v * BV + tl.arange(0, BV)
+        m_tv = m_t[:, None] & (o_v < V)[None, :]
+        p_v = (t0 * HV + i_hv) * V + o_t[:, None] * (HV * V) + o_v[None, :]
+        b_v = tl.load(v + p_v, mask=m_tv, other=0.0).to(tl.float32)  # [BT, BV]
+        b_du = tl.load(du + p_v, mask=m_tv, other=0.0)  # [BT, BV] fp32
+        b_dAi += tl.dot(b_du, tl.trans(b_v * b_beta[:, None]), input_precision=DOT_PRECISION)
+        b_dY = tl.dot(tl.trans(b_Ai), b_du, input_precision=DOT_PRECISION)  # [BT, BV]
+        b_dbeta += tl.sum(b_dY * b_v, 1)
+        tl.store(dv + p_v, (b_dY * b_beta[:, None]).to(dv.dtype.element_ty), mask=m_tv)
+    # Ai = (I + A)^-1  ->  dA = -Ai^T dAi Ai^T on the strictly lower part
+    m_lower = (o_t[:, None] > o_t[None, :]) & m_t[:, None]
+    b_dA = tl.dot(b_dAi, tl.trans(b_Ai), input_precision=DOT_PRECISION)
+    b_dA = -tl.dot(tl.trans(b_Ai), b_dA, input_precision=DOT_PRECISION)
+    b_dA = tl.where(m_lower, b_dA, 0.0)
+    # A = beta_i exp(G_i - G_j) k_i . k_j
+    b_gamma = tl.exp(tl.where(m_lower, b_g[:, None] - b_g[None, :], 0.0))
+    b_dAg = b_dA * b_gamma  # [BT, BT]
+    b_dbeta += tl.sum(b_dAg * b_KK, 1)
+    b_dAA = b_dAg * b_KK * b_beta[:, None]
+    b_dG += tl.sum(b_dAA, 1) - tl.sum(b_dAA, 0)
+    b_dKK = b_dAg * b_beta[:, None]  # d/d(k_i . k_j)
+    for i_k in range(tl.cdiv(K, BK)):
+        o_k = i_k * BK + tl.arange(0, BK)
+        m_tk = m_t[:, None] & (o_k < K)[None, :]
+        b_k = tl.load(k + k_base + o_t[:, None] * (H * K) + o_k[None, :], mask=m_tk, other=0.0).to(tl.float32)
+        p_d = d_base + o_t[:, None] * (HV * K) + o_k[None, :]
+        b_dk = tl.load(dk + p_d, mask=m_tk, other=0.0)
+        b_dk += tl.dot(b_dKK, b_k, input_precision=DOT_PRECISION)
+        b_dk += tl.dot(tl.trans(b_dKK), b_k, input_precision=DOT_PRECISION)
+        tl.store(dk + p_d, b_dk, mask=m_tk)
+    tl.store(dbeta_t + p_gate, b_dbeta, mask=m_t)
+    tl.store(dg_parts + (NK_PARTS * HV + i_hv) * TT + t0 + o_t, b_dG, mask=m_t)
+
+
+@triton.jit(do_not_specialize=["T", "NT", "TT", "NK_PARTS", "n_tasks", "n_programs"])
+def chunk_wy_bwd_kernel(
+    k, v, g_cum, beta_t, Ai, dw, du, dk_in, dk, dv, dbeta_t, dg_parts, chunk_indices, cu_seqlens,
+    T, NT, TT, NK_PARTS, n_tasks, n_programs,
+    H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr,
+    BT: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr, DOT_PRECISION: tl.constexpr, IS_VARLEN: tl.constexpr,
+    TASK_LOOP: tl.constexpr,
+):
+    if TASK_LOOP:
+        for i_task in tl.range(tl.program_id(0), n_tasks, n_programs):
+            _chunk_wy_bwd_task(i_task, k, v, g_cum, beta_t, Ai, dw, du, dk_in, dk, dv, dbeta_t, dg_parts,
+                               chunk_indices, cu_seqlens, T, NT, TT, NK_PARTS, H, HV, K, V, BT, BK, BV,
+                               DOT_PRECISION, IS_VARLEN)
+    else:
+        _chunk_wy_bwd_task(tl.program_id(0), k, v, g_cum, beta_t, Ai, dw, du, dk_in, dk, dv, dbeta_t, dg_parts,
+                           chunk_indices, cu_seqlens, T, NT, TT, NK_PARTS, H, HV, K, V, BT, BK, BV,
+                           DOT_PRECISION, IS_VARLEN)
+
+
+def chunk_wy_bwd(
+    k: torch.Tensor,
+    v: torch.Tensor,
+    g_cum: torch.Tensor,
+    beta_t: torch.Tensor,
+    Ai: torch.Tensor,
+    dw: torch.Tensor,
+    du: torch.Tensor,
+    dk_in: torch.Tensor,
+    dg_parts: torch.Tensor,
+    chunk_size: int,
+    n_chunks: int,
+    chunk_indices: torch.Tensor | None = None,
+    cu_seqlens: torch.Tensor | None = None,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Gradients through the WY representation (``w``, ``u`` and ``Ai = (I + A)^-1``).
+
+    Args:
+        k: ``[B, T, H, K]``; v: ``[B, T, HV, V]``; g_cum, beta_t: ``[HV, B * T]`` fp32;
+        Ai: ``[B, T, HV, BT]`` fp32 from :func:`chunk_wy_fwd`; dw: ``[B, T, HV, K]`` fp32;
+        du: ``[B, T, HV, V]`` fp32 (the gradient of ``v'``); dk_in: ``[B, T, HV, K]`` fp32, the
+        other stages' dk, to which this stage's part is added; dg_parts: ``[NK + 1, HV, B * T]``,
+        whose last row this stage writes.
+
+    Returns:
+        ``(dk, dv, dbeta_t)``: ``dk`` ``[B, T, HV, K]`` fp32 (per value head), ``dv`` in v's dtype,
+        ``dbeta_t`` ``[HV, B * T]`` fp32.
+    """
+    B, T, H, K = k.shape
+    HV, V = v.shape[2], v.shape[3]
+    dk = torch.empty_like(dk_in)
+    dv = torch.empty_like(v)
+    dbeta_t = torch.empty_like(beta_t)
+    plan = task_plan(n_chunks * HV, "cube")
+    chunk_wy_bwd_kernel[plan.grid](
+        k=k, v=v, g_cum=g_cum, beta_t=beta_t, Ai=Ai, dw=dw, du=du, dk_in=dk_in, dk=dk, dv=dv, dbeta_t=dbeta_t,
+        dg_parts=dg_parts, chunk_indices=chunk_indices, cu_seqlens=cu_seqlens,
+        T=T, NT=triton.cdiv(T, chunk_size), TT=B * T, NK_PARTS=dg_parts.shape[0] - 1,
+        n_tasks=n_chunks * HV, n_programs=plan.n_programs,
+        H=H, HV=HV, K=K, V=V, BT=chunk_size,
+        BK=min(64, triton.next_power_of_2(K)), BV=min(64, triton.next_power_of_2(V)),
+        DOT_PRECISION=dot_precision(), IS_VARLEN=cu_seqlens is not None, TASK_LOOP=plan.task_loop,
+        **launch_options(num_warps=4, num_stages=2),
+    )
+    return dk, dv, dbeta_t

@@ -8,14 +8,22 @@ from __future__ import annotations
 import torch
 import triton
 
-from fla_ascend.ops.common.chunk_h import chunk_fwd_h
-from fla_ascend.ops.common.chunk_o import chunk_fwd_o
-from fla_ascend.ops.common.cumsum import chunk_gate_cumsum
-from fla_ascend.ops.common.wy import chunk_wy_fwd
+from fla_ascend.ops.common.chunk_h import chunk_bwd_dh, chunk_fwd_h
+from fla_ascend.ops.common.chunk_o import chunk_bwd_dqkwg, chunk_bwd_dv_local, chunk_fwd_o
+from fla_ascend.ops.common.cumsum import chunk_gate_cumsum, chunk_gate_cumsum_bwd
+from fla_ascend.ops.common.wy import chunk_wy_bwd, chunk_wy_fwd
 from fla_ascend.ops.gated_delta_rule.inputs import GatedDeltaRuleInputs, validate_inputs
 from fla_ascend.ops.utils import prepare_chunk_indices, prepare_chunk_offsets
 
 CHUNK_SIZES = (16, 32, 64)
+
+
+def _chunking(B: int, T: int, cu_seqlens: torch.Tensor | None, chunk_size: int):
+    """``(N, n_chunks, chunk_indices, chunk_offsets)`` of an equal-length or varlen batch."""
+    if cu_seqlens is None:
+        return B, B * triton.cdiv(T, chunk_size), None, None
+    chunk_indices = prepare_chunk_indices(cu_seqlens, chunk_size)
+    return cu_seqlens.numel() - 1, chunk_indices.shape[0], chunk_indices, prepare_chunk_offsets(cu_seqlens, chunk_size)
 
 
 def chunk_gated_delta_rule_fwd(
@@ -32,19 +40,8 @@ def chunk_gated_delta_rule_fwd(
     dt_bias: torch.Tensor | None,
     chunk_size: int,
 ):
-    """Compose the forward stages on validated, contiguous inputs.
-
-    Returns ``(o, final_state)``.
-    """
-    B, T = q.shape[:2]
-    if cu_seqlens is None:
-        N, n_chunks = B, B * triton.cdiv(T, chunk_size)
-        chunk_indices = chunk_offsets = None
-    else:
-        N = cu_seqlens.numel() - 1
-        chunk_indices = prepare_chunk_indices(cu_seqlens, chunk_size)
-        chunk_offsets = prepare_chunk_offsets(cu_seqlens, chunk_size)
-        n_chunks = chunk_indices.shape[0]
+    """Compose the forward stages on validated, contiguous inputs. Returns ``(o, final_state)``."""
+    N, n_chunks, chunk_indices, chunk_offsets = _chunking(q.shape[0], q.shape[1], cu_seqlens, chunk_size)
     g_cum, beta_t = chunk_gate_cumsum(g, beta, chunk_size, n_chunks, chunk_indices, cu_seqlens, A_log, dt_bias)
     w, u, _ = chunk_wy_fwd(k, v, g_cum, beta_t, chunk_size, n_chunks, chunk_indices, cu_seqlens)
     h, v_new, final_state = chunk_fwd_h(
@@ -54,20 +51,57 @@ def chunk_gated_delta_rule_fwd(
     return o, final_state
 
 
+def chunk_gated_delta_rule_bwd(
+    q, k, v, g, beta, scale, initial_state, cu_seqlens, A_log, dt_bias, chunk_size, do, dht,
+):
+    """Gradients of every input. Saves nothing from the forward but its inputs: ``w``, ``u``,
+    ``Ai``, the chunk states ``h`` and ``v'`` are recomputed (see cases.md for the measured
+    memory/time trade-off).
+
+    Returns ``(dq, dk, dv, dg, dbeta, dh0, dA_log, ddt_bias)``; ``dh0`` is None without
+    ``initial_state``, ``dA_log``/``ddt_bias`` None without ``A_log``/``dt_bias``.
+    """
+    B, T, H, K = q.shape
+    HV = v.shape[2]
+    N, n_chunks, chunk_indices, chunk_offsets = _chunking(B, T, cu_seqlens, chunk_size)
+    idx = dict(chunk_indices=chunk_indices, cu_seqlens=cu_seqlens)
+    g_cum, beta_t = chunk_gate_cumsum(g, beta, chunk_size, n_chunks, chunk_indices, cu_seqlens, A_log, dt_bias)
+    w, u, Ai = chunk_wy_fwd(k, v, g_cum, beta_t, chunk_size, n_chunks, **idx, store_ai=True)
+    h, v_new, _ = chunk_fwd_h(k, w, u, g_cum, chunk_size, n_chunks, N, initial_state, False, cu_seqlens,
+                              chunk_offsets)
+    dv_local = chunk_bwd_dv_local(q, k, g_cum, do, scale, chunk_size, n_chunks, **idx)
+    dh, dv_new, dh0 = chunk_bwd_dh(q, k, w, g_cum, do, dv_local, scale, chunk_size, n_chunks, N, dht,
+                                   initial_state is not None, cu_seqlens, chunk_offsets)
+    dq, dk, dw, dg_parts = chunk_bwd_dqkwg(q, k, v_new, h, dh, do, dv_new, g_cum, scale, chunk_size, n_chunks,
+                                           **idx)
+    dk, dv, dbeta_t = chunk_wy_bwd(k, v, g_cum, beta_t, Ai, dw, dv_new, dk, dg_parts, chunk_size, n_chunks, **idx)
+    dg, dbeta, dA_log, ddt_bias = chunk_gate_cumsum_bwd(g, beta, dg_parts, dbeta_t, chunk_size, n_chunks,
+                                                        **idx, A_log=A_log, dt_bias=dt_bias)
+    # GVA: value heads of one group share q/k: reduce their gradients in a fixed order
+    dq = dq.view(B, T, H, HV // H, K).sum(3).to(q.dtype)
+    dk = dk.view(B, T, H, HV // H, K).sum(3).to(k.dtype)
+    return dq, dk, dv, dg, dbeta, dh0, dA_log, ddt_bias
+
+
 class ChunkGatedDeltaRuleFunction(torch.autograd.Function):
     @staticmethod
     def forward(ctx, q, k, v, g, beta, scale, initial_state, output_final_state, cu_seqlens, A_log, dt_bias,
                 chunk_size):
-        return chunk_gated_delta_rule_fwd(
+        o, final_state = chunk_gated_delta_rule_fwd(
             q, k, v, g, beta, scale, initial_state, output_final_state, cu_seqlens, A_log, dt_bias, chunk_size
         )
+        ctx.save_for_backward(q, k, v, g, beta, initial_state, cu_seqlens, A_log, dt_bias)
+        ctx.scale, ctx.chunk_size = scale, chunk_size
+        return o, final_state
 
     @staticmethod
     def backward(ctx, do, dht):
-        raise NotImplementedError(
-            "chunk_gated_delta_rule has no backward pass yet (tracked as the 'Gated delta rule backward' "
-            "issue); use it under torch.no_grad() or for inference until then"
+        q, k, v, g, beta, initial_state, cu_seqlens, A_log, dt_bias = ctx.saved_tensors
+        dq, dk, dv, dg, dbeta, dh0, dA_log, ddt_bias = chunk_gated_delta_rule_bwd(
+            q, k, v, g, beta, ctx.scale, initial_state, cu_seqlens, A_log, dt_bias, ctx.chunk_size,
+            do.contiguous(), None if dht is None else dht.contiguous(),
         )
+        return dq, dk, dv, dg, dbeta, None, dh0, None, None, dA_log, ddt_bias, None
 
 
 def chunk_gated_delta_rule(
