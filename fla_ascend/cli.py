@@ -10,6 +10,8 @@ import sys
 _SUBCOMMANDS = [
     "fla_ascend.info_cli",
     "fla_ascend.bench.cli",
+    "fla_ascend.round.cli",
+    "fla_ascend.check.cli",
 ]
 
 

@@ -49,9 +49,18 @@ def _chunk(K=128, V=128, BT=64, varlen=False, gate=False):
             extra = dict(use_gate_in_kernel=True, A_log=torch.randn(v.shape[2]), dt_bias=torch.randn(v.shape[2]))
         o, ht = chunk_gated_delta_rule(q, k, v, g, beta, initial_state=h0, output_final_state=True, cu_seqlens=cu,
                                        chunk_size=BT, **extra)
-        if o.requires_grad:
-            (o.float().sum() + ht.sum()).backward()
+        _backward(o.float().sum() + ht.sum())
     return run
+
+
+def _backward(loss):
+    """Run the backward pass when the op has one (an op without one raises NotImplementedError)."""
+    if not loss.requires_grad:
+        return
+    try:
+        loss.backward()
+    except NotImplementedError:
+        pass
 
 
 def _recurrent(K=128, V=128, varlen=False):
@@ -71,7 +80,28 @@ def _l2norm(D=128):
         from fla_ascend.ops.norm.l2norm import l2norm
 
         x = torch.randn(2, 256, 4, D, dtype=DTYPE, requires_grad=True)
-        l2norm(x).float().sum().backward()
+        _backward(l2norm(x).float().sum())
+    return run
+
+
+def _conv(D=256, W=4, varlen=False, update=False):
+    def run():
+        from fla_ascend.ops.causal_conv1d.conv import causal_conv1d, causal_conv1d_update
+
+        B, T = (1, 256) if varlen else (2, 256)
+        w = torch.randn(D, W, dtype=DTYPE, requires_grad=True)
+        b = torch.randn(D, dtype=DTYPE, requires_grad=True)
+        if update:
+            x = torch.randn(3, D, dtype=DTYPE)
+            cache = torch.randn(3, D, W, dtype=DTYPE)
+            causal_conv1d_update(x, cache, weight=w.detach(), bias=b.detach(), activation="silu")
+            return
+        x = torch.randn(B, T, D, dtype=DTYPE, requires_grad=True)
+        cu = torch.tensor([0, 100, 160, T], dtype=torch.long) if varlen else None
+        N = 3 if varlen else B
+        h0 = torch.randn(N, D, W, dtype=DTYPE, requires_grad=True)
+        y, ht = causal_conv1d(x, w, b, initial_state=h0, output_final_state=True, activation="silu", cu_seqlens=cu)
+        _backward(y.float().sum() + ht.float().sum())
     return run
 
 
@@ -84,6 +114,8 @@ CHUNK_SCENARIOS: dict[str, Callable] = {
     "gate-K128-BT64": _chunk(gate=True),
 }
 RECURRENT_SCENARIOS = {"K128": _recurrent(), "K256-V128": _recurrent(K=256), "varlen-K128": _recurrent(varlen=True)}
+CONV_SCENARIOS = {"D256-W4": _conv(), "D2048-W4": _conv(D=2048), "varlen-D256-W4": _conv(varlen=True)}
+CONV_UPDATE_SCENARIOS = {"D256-W4": _conv(update=True), "D2048-W4": _conv(D=2048, update=True)}
 NORM_SCENARIOS = {"D128": _l2norm(128), "D256": _l2norm(256)}
 
 
@@ -125,6 +157,50 @@ KERNELS: dict[str, KernelInfo] = {
         "vector", RECURRENT_SCENARIOS,
         tiles=[Tile(("BK", "BV"), "fp32", "state h", buffered=False), Tile(("BK",), "fp32", "q"),
                Tile(("BK",), "fp32", "k"), Tile(("BV",), "fp32", "v"), Tile(("BK", "BV"), "fp32", "h update temp")]),
+    _M + "common.cumsum.chunk_gate_cumsum_bwd_kernel": KernelInfo(
+        "vector", CHUNK_SCENARIOS,
+        tiles=[Tile(("BT", "BH"), "fp32", "dg"), Tile(("BT", "BH"), "fp32", "g / activation"),
+               Tile(("BT", "BH"), "fp32", "reverse cumsum temp")]),
+    _M + "common.wy.chunk_wy_bwd_kernel": KernelInfo(
+        "cube", CHUNK_SCENARIOS,
+        tiles=[Tile(("BT", "BK"), "in", "k"), Tile(("BT", "BK"), "fp32", "dw"), Tile(("BT", "BV"), "in", "v"),
+               Tile(("BT", "BV"), "fp32", "du"), Tile(("BT", "BT"), "fp32", "Ai"),
+               Tile(("BT", "BT"), "fp32", "dA", buffered=False), Tile(("BT", "BT"), "fp32", "dA temps"),
+               Tile(("BT", "BK"), "fp32", "dk out")]),
+    _M + "common.chunk_h.chunk_bwd_dh_kernel": KernelInfo(
+        "cube", CHUNK_SCENARIOS,
+        tiles=[Tile(("BK", "BV"), "fp32", "dh", buffered=False), Tile(("BT", "BK"), "in", "k"),
+               Tile(("BT", "BK"), "in", "q"), Tile(("BT", "BK"), "in", "w"), Tile(("BT", "BV"), "fp32", "dv"),
+               Tile(("BT", "BV"), "in", "do"), Tile(("BK", "BV"), "fp32", "dh update temp")]),
+    _M + "common.chunk_o.chunk_bwd_dv_local_kernel": KernelInfo(
+        "cube", CHUNK_SCENARIOS,
+        tiles=[Tile(("BT", "BK"), "in", "q"), Tile(("BT", "BK"), "in", "k"), Tile(("BT", "BT"), "fp32", "A^T"),
+               Tile(("BT", "BV"), "in", "do"), Tile(("BT", "BV"), "fp32", "dv out")]),
+    _M + "common.chunk_o.chunk_bwd_dqkwg_kernel": KernelInfo(
+        "cube", CHUNK_SCENARIOS,
+        tiles=[Tile(("BT", "BK"), "fp32", "dq", buffered=False), Tile(("BT", "BK"), "fp32", "dk", buffered=False),
+               Tile(("BT", "BK"), "fp32", "dw", buffered=False), Tile(("BT", "BT"), "fp32", "dS", buffered=False),
+               Tile(("BK", "BV"), "in", "h"), Tile(("BK", "BV"), "in", "dh"), Tile(("BT", "BV"), "in", "do"),
+               Tile(("BT", "BV"), "in", "v_new"), Tile(("BT", "BV"), "fp32", "dv_new"),
+               Tile(("BT", "BK"), "in", "q"), Tile(("BT", "BK"), "in", "k"), Tile(("BT", "BT"), "fp32", "S / dSg")]),
+    _M + "causal_conv1d.conv.causal_conv1d_fwd_kernel": KernelInfo(
+        "vector", CONV_SCENARIOS,
+        tiles=[Tile(("BT", "BD"), "fp32", "window"), Tile(("BT", "BD"), "fp32", "y acc"),
+               Tile(("BD",), "fp32", "tap")]),
+    _M + "causal_conv1d.conv.causal_conv1d_bwd_kernel": KernelInfo(
+        "vector", CONV_SCENARIOS,
+        tiles=[Tile(("BT", "BD"), "fp32", "dx acc", buffered=False), Tile(("BT", "BD"), "fp32", "dy"),
+               Tile(("BT", "BD"), "fp32", "window"), Tile(("BT", "BD"), "fp32", "pre-activation"),
+               Tile(("BT", "BD"), "fp32", "dpre"), Tile(("BD",), "fp32", "tap")]),
+    _M + "causal_conv1d.conv.causal_conv1d_states_fwd_kernel": KernelInfo(
+        "vector", CONV_SCENARIOS, tiles=[Tile(("BW", "BD"), "fp32", "last inputs")]),
+    _M + "causal_conv1d.conv.causal_conv1d_states_bwd_kernel": KernelInfo(
+        "vector", CONV_SCENARIOS,
+        tiles=[Tile(("BW", "BD"), "fp32", "dh", buffered=False), Tile(("BW", "BD"), "fp32", "dht"),
+               Tile(("BW", "BD"), "fp32", "window"), Tile(("BW", "BD"), "fp32", "pre-activation")]),
+    _M + "causal_conv1d.conv.causal_conv1d_update_kernel": KernelInfo(
+        "vector", CONV_UPDATE_SCENARIOS,
+        tiles=[Tile(("BD", "BW"), "fp32", "cache"), Tile(("BD", "BW"), "fp32", "weight"), Tile(("BD",), "fp32", "x")]),
     _M + "norm.l2norm.l2norm_fwd_kernel": KernelInfo(
         "vector", NORM_SCENARIOS, tiles=[Tile(("BM", "BD"), "in", "x"), Tile(("BM", "BD"), "fp32", "x fp32 / y")]),
     _M + "norm.l2norm.l2norm_bwd_kernel": KernelInfo(

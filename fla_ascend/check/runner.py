@@ -157,6 +157,17 @@ def _finding(code, message, severity="error", where=""):
     return {"code": code, "message": message, "severity": severity, "where": where}
 
 
+def _first_error(text: str) -> str:
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    for key in ("error:", "Error", "Assertion", "LLVM ERROR"):
+        for ln in lines:
+            if key in ln and not ln.startswith("#"):
+                return ln[:300]
+    if any("Stack dump" in ln for ln in lines):
+        return "the adapter (triton-adapter-opt) crashed; see the JSON report for the stack dump"
+    return lines[-1][:300] if lines else ""
+
+
 def _sizes_for(case: Case, launch: Launch) -> dict:
     import torch
 
@@ -185,7 +196,7 @@ def _evaluate(case: Case, launch: Launch, chip: ChipSpec) -> CaseResult:
     low = lower(launch.fn, launch.kwargs, chip, opts)
     r.lowered, r.stage, r.error, r.seconds = low.ok, low.stage, low.error, low.seconds
     if not low.ok:
-        r.findings.append(_finding("lowering_failed", f"stage {low.stage}: {low.error.splitlines()[-1] if low.error else ''}"))
+        r.findings.append(_finding("lowering_failed", f"stage {low.stage}: {_first_error(low.error)}"))
         return r
     facts = irscan.scan(low.ttadapter, name)
     r.mix_mode, r.matmuls = facts.mix_mode, facts.matmuls
@@ -209,7 +220,7 @@ def _evaluate(case: Case, launch: Launch, chip: ChipSpec) -> CaseResult:
                                    "(not counted)", "info"))
     for w in facts.discrete_loops:
         r.findings.append(_finding("gather_loop", "scalar gather/scatter loop (DiscreteMemAccess)", where=w))
-    for s in facts.strided:
+    for s in {(x.arg, x.sizes, x.strides, x.where): x for x in facts.strided}.values():
         r.findings.append(_finding("strided_dma", f"DMA on {s.arg} with innermost stride {s.strides.split(',')[-1].strip()} "
                                    f"(sizes [{s.sizes}], strides [{s.strides}])", where=s.where))
     if facts.int_compares:
