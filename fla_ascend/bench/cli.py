@@ -6,7 +6,6 @@ Exit status: 0 when every gate that ran passed, 1 when any case failed its gate 
 from __future__ import annotations
 
 import argparse
-import sys
 
 
 def _csv(text: str) -> list[str]:
@@ -63,6 +62,22 @@ def _list() -> int:
     return 0
 
 
+def _command(args) -> list[str]:
+    """The ``fla-ascend bench`` command line equivalent to ``args`` (recorded in meta)."""
+    cmd = ["fla-ascend", "bench"]
+    for opt in ("ops", "modes", "providers"):
+        if getattr(args, opt):
+            cmd += [f"--{opt}", ",".join(getattr(args, opt))]
+    for opt, dest in (("shapes", "shapes"), ("dtype", "dtype"), ("json", "json_path"), ("markdown", "markdown"),
+                      ("plot", "plot")):
+        if getattr(args, dest):
+            cmd += [f"--{opt}", str(getattr(args, dest))]
+    for flag in ("quick", "full_size", "no_peaks", "no_progress", "compact"):
+        if getattr(args, flag):
+            cmd.append("--" + flag.replace("_", "-"))
+    return cmd
+
+
 def run(args) -> int:
     """Run the suite from parsed arguments; print the table; write the requested files."""
     if args.list:
@@ -77,7 +92,7 @@ def run(args) -> int:
             ops=args.ops, shapes=args.shapes, modes=args.modes, providers=args.providers,
             dtype=args.dtype, quick=args.quick, progress=not args.no_progress,
             full_size=args.full_size, measure_peaks=not args.no_peaks,
-            command=["fla-ascend", *sys.argv[1:]] if sys.argv else None,
+            command=_command(args),
         )
     except ValueError as e:
         err.print(f"[red]fla-ascend bench: {e}[/red]")

@@ -1,0 +1,162 @@
+"""The suite end to end on tiny shapes under the interpreter: artifact schema, gate, errors."""
+import json
+import math
+
+import pytest
+import torch
+
+from fla_ascend.bench import cases as C
+from fla_ascend.bench import report, suite
+
+TINY = "B=1,T=20,H=1,HV=2,K=16,V=16"
+OP = "chunk_gated_delta_rule"
+
+META_KEYS = {
+    "device": str, "device_name": str, "triton_flavour": str, "triton_version": str, "torch_version": str,
+    "fla_version": (str, type(None)), "timing_method": str, "warmup_ms": (int, float), "rep_ms": (int, float),
+    "date": str, "command": list, "copy_bandwidth_gbps": (float, type(None)), "matmul_tflops": (float, type(None)),
+}
+ROW_KEYS = {
+    "op": str, "shape": str, "shape_args": dict, "mode": str, "provider": str, "dtype": str,
+    "correct": (bool, type(None)), "rel_rmse": dict, "tolerance": (float, type(None)),
+    "ms": (float, type(None)), "peak_mem_mb": (float, type(None)), "tokens_per_s": (float, type(None)),
+    "gbps": (float, type(None)), "tflops": (float, type(None)), "error": (str, type(None)),
+}
+
+
+def check_schema(art):
+    assert art["schema"] == "fla-ascend-bench/1"
+    for k, t in META_KEYS.items():
+        assert isinstance(art["meta"][k], t), (k, art["meta"][k])
+    for r in art["results"]:
+        for k, t in ROW_KEYS.items():
+            assert isinstance(r[k], t), (k, r[k])
+        assert r["mode"] in ("fwd", "fwdbwd")
+        assert r["shape"] == C.shape_key(r["shape_args"])
+        if r["ms"] is not None:  # timed only after a passing gate
+            assert r["correct"] is True and r["ms"] > 0
+            assert r["gbps"] > 0 and r["tflops"] > 0 and r["tokens_per_s"] > 0
+    keys = [(r["op"], r["shape"], r["mode"], r["provider"]) for r in art["results"]]
+    assert len(keys) == len(set(keys))
+
+
+@pytest.fixture(scope="module")
+def artifact():
+    return suite.run_suite(
+        ops=[OP, "fused_recurrent_gated_delta_rule"], shapes=TINY, modes=["fwd"],
+        providers=["fla_ascend", "torch_ref"], dtype="float32", quick=True, progress=False,
+    )
+
+
+def test_end_to_end_schema_and_gate(artifact, tmp_path):
+    check_schema(artifact)
+    rows = artifact["results"]
+    assert {(r["op"], r["provider"]) for r in rows} == {
+        (OP, "fla_ascend"), (OP, "torch_ref"),
+        ("fused_recurrent_gated_delta_rule", "fla_ascend"), ("fused_recurrent_gated_delta_rule", "torch_ref"),
+    }
+    for r in rows:
+        assert r["correct"] is True, r
+        assert set(r["rel_rmse"]) == {"o", "final_state"}
+        assert max(r["rel_rmse"].values()) < 1e-4
+        assert r["shape"] == "B1-T20-H1-HV2-K16-V16" and r["dtype"] == "float32"
+        other = "torch_ref" if r["provider"] == "fla_ascend" else "fla_ascend"
+        assert math.isclose(r["speedup"][other], next(
+            o["ms"] for o in rows if o["op"] == r["op"] and o["provider"] == other) / r["ms"])
+    # JSON round trip, Markdown and PNG
+    path = suite.write_json(artifact, tmp_path / "a" / "bench.json")
+    back = suite.read_json(path)
+    check_schema(back)
+    assert back["results"] == json.loads(json.dumps(artifact["results"]))
+    md = report.to_markdown(artifact)
+    assert md.count("\n| chunk_gated_delta_rule | B1-T20-H1-HV2-K16-V16 | fwd |") == 2
+    png = report.write_plot(artifact, tmp_path / "plot.png")
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_read_json_rejects_other_files(tmp_path):
+    p = tmp_path / "x.json"
+    p.write_text(json.dumps({"schema": "something-else"}))
+    with pytest.raises(ValueError, match="not a fla-ascend-bench/1 artifact"):
+        suite.read_json(p)
+
+
+def test_wrong_provider_fails_gate_and_is_not_timed(monkeypatch):
+    calls = []
+
+    def wrong(**kw):  # right shapes, wrong numbers
+        calls.append(1)
+        o, ht = C._gdn_ref(**kw).values()
+        return {"o": o * 1.05, "final_state": ht}
+
+    monkeypatch.setitem(C.OPS[OP].providers, "wrong", wrong)
+    art = suite.run_suite(ops=[OP], shapes=TINY, providers=["wrong", "torch_ref"], dtype="float32",
+                          quick=True, progress=False)
+    check_schema(art)
+    bad = next(r for r in art["results"] if r["provider"] == "wrong")
+    good = next(r for r in art["results"] if r["provider"] == "torch_ref")
+    assert bad["correct"] is False and bad["ms"] is None and bad["gbps"] is None
+    assert bad["rel_rmse"]["o"] == pytest.approx(0.05, rel=1e-3) and bad["rel_rmse"]["final_state"] < 1e-6
+    assert len(calls) == 1  # gate only
+    assert good["correct"] is True and good["ms"] is not None
+    assert report.failed(art) == [bad]
+    assert "FAIL 5.0e-02" in report.to_markdown(art)
+
+
+def test_backward_error_is_reported_per_case(monkeypatch):
+    class NoBackward(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return x.clone()
+
+        @staticmethod
+        def backward(ctx, dy):
+            raise NotImplementedError("backward is a separate issue")
+
+    def fwd_only(**kw):
+        out = C._gdn_ref(**kw)
+        return {"o": NoBackward.apply(out["o"]), "final_state": out["final_state"]}
+
+    monkeypatch.setitem(C.OPS[OP].providers, "fwdonly", fwd_only)
+    art = suite.run_suite(ops=[OP], shapes=TINY, modes=["fwd", "fwdbwd"], providers=["fwdonly", "torch_ref"],
+                          dtype="float32", quick=True, progress=False)
+    check_schema(art)
+    by = {(r["mode"], r["provider"]): r for r in art["results"]}
+    assert by["fwd", "fwdonly"]["correct"] is True and by["fwd", "fwdonly"]["ms"] is not None
+    err = by["fwdbwd", "fwdonly"]
+    assert err["correct"] is False and err["ms"] is None
+    assert err["error"] == "NotImplementedError: backward is a separate issue"
+    ok = by["fwdbwd", "torch_ref"]
+    assert ok["correct"] is True and ok["ms"] is not None
+    assert {"dq", "dk", "dv", "dg", "dbeta", "o", "final_state"} <= set(ok["rel_rmse"])
+
+
+def test_torch_ref_skipped_above_limit_with_reason(monkeypatch):
+    monkeypatch.setattr(C.OPS[OP], "torch_ref_limit", C._torch_ref_limit(10))
+    art = suite.run_suite(ops=[OP], shapes=TINY, providers=["torch_ref"], dtype="float32",
+                          quick=True, progress=False)
+    [r] = art["results"]
+    assert r["skipped"] and "B*T = 10" in r["skipped"] and "here 20" in r["skipped"]
+    assert r["correct"] is None and r["ms"] is None and report.failed(art) == []
+
+
+def test_selection_errors():
+    with pytest.raises(ValueError, match="ops: unknown 'nope'"):
+        suite.run_suite(ops=["nope"], progress=False)
+    with pytest.raises(ValueError, match="modes: unknown 'bwd'"):
+        suite.run_suite(ops=[OP], modes=["bwd"], progress=False)
+    with pytest.raises(ValueError, match="providers: unknown 'triton'"):
+        suite.run_suite(ops=[OP], providers=["triton"], progress=False)
+    with pytest.raises(ValueError, match="dtype must be one of"):
+        suite.run_suite(ops=[OP], dtype="int8", progress=False)
+
+
+def test_plan_skips_inapplicable_shapes_and_modes():
+    plan, notes = suite.plan_cases(["chunk_gated_delta_rule", "fused_recurrent_gated_delta_rule"],
+                                   "conv-b4-t4096;" + TINY, ["fwd", "fwdbwd"])
+    assert [(p[0], p[4]) for p in plan] == [
+        ("chunk_gated_delta_rule", "fwd"), ("chunk_gated_delta_rule", "fwdbwd"),
+        ("fused_recurrent_gated_delta_rule", "fwd"),
+    ]
+    assert any("lacks H" in n for n in notes)
+    assert any("fused_recurrent_gated_delta_rule has no fwdbwd mode" in n for n in notes)
