@@ -1,0 +1,772 @@
+"""Read Ascend profiler output (torch_npu / MindSpore / msprof op) into pandas DataFrames.
+
+Nothing here needs an NPU, CANN, torch_npu or torch: only the standard library, NumPy and pandas.
+The formats and their quirks are described in ``docs/profiling.md`` (facts taken from the public
+torch_npu, msprof and msprof-analyze sources).
+
+Normalised kernel table (:func:`read_kernel_details`), one row per device task (kernel launch):
+
+=================  ==========  ============================================================
+column             dtype       meaning (unit)
+=================  ==========  ============================================================
+``step``           Int64       ``Step Id`` (profiler schedule step); <NA> when not recorded
+``device_id``      Int64       ``Device_id``; <NA> when the header has none
+``model_id``       Int64       ``Model ID`` (4294967295 in eager mode)
+``task_id``        Int64       ``Task ID``
+``stream_id``      Int64       ``Stream ID``
+``name``           string      kernel name (``Name``)
+``type``           string      op type (``Type``)
+``op_state``       string      ``OP State`` (``static`` / ``dynamic``), CANN >= 8.0
+``core``           string      ``Accelerator Core`` (``AI_CORE``, ``AI_VECTOR_CORE``,
+                               ``MIX_AIC``, ``MIX_AIV``, ``AI_CPU``, ``CUDA`` for our CUDA
+                               collector, ...)
+``start_us``       float64     ``Start Time(us)``, absolute epoch microseconds (float64:
+                               resolution 0.25 us at 2025 epochs)
+``start_ns``       Int64       the same start time in integer nanoseconds, exact (parsed from
+                               the text, never through a float)
+``duration_us``    float64     ``Duration(us)``
+``wait_us``        float64     ``Wait Time(us)``: idle gap before the task on its stream
+``block_dim``      Int64       ``Block Dim`` or ``Block Num`` (2026 header)
+``mix_block_dim``  Int64       ``Mix Block Dim`` / ``Mix Block Num`` (vector blocks of a
+                               ``MIX_AIC`` kernel)
+``hf32_eligible``  string      ``HF32 Eligible``
+``input_shapes``   string      ``Input Shapes`` without the literal quotes:
+                               ``"81920,4096;8192,512"`` -> ``81920,4096;8192,512``
+``input_dtypes``   string      ``Input Data Types``
+``input_formats``  string      ``Input Formats``
+``output_shapes``  string      ``Output Shapes`` (quotes removed)
+``output_dtypes``  string      ``Output Data Types``
+``output_formats`` string      ``Output Formats``
+``context_id``     string      ``Context ID``
+=================  ==========  ============================================================
+
+PMU columns (``aic_mac_ratio``, ``aiv_vec_time(us)``, ``cube_utilization(%)``, the unprefixed
+``mac_ratio`` of non-split chips, any metric group) keep their header names and become float64;
+ratios are fractions 0-1 unless the name ends in ``(%)``. ``N/A`` and empty cells become NaN /
+<NA>. Columns this module does not know are kept under their header name, as float64 when every
+cell parses as a number, else as text.
+
+Every reader raises :class:`ProfilingFormatError` (a ``ValueError``) naming the file, the line
+(1-based, as an editor counts) and the column (1-based, plus the header name) of the first cell
+it cannot read, and :class:`FileNotFoundError` naming the path when a file or directory is absent.
+"""
+from __future__ import annotations
+
+import csv
+import dataclasses
+import glob
+import json
+import math
+import os
+import re
+from pathlib import Path
+from typing import Iterable
+
+import numpy as np
+import pandas as pd
+
+__all__ = [
+    "ProfilingFormatError",
+    "DeviceInfo",
+    "Run",
+    "MsprofOpRun",
+    "KERNEL_COLUMNS",
+    "RUN_DIR_SUFFIXES",
+    "find_runs",
+    "read_csv_table",
+    "read_kernel_details",
+    "read_op_statistic",
+    "op_statistic_from_kernels",
+    "read_operator_details",
+    "read_step_trace",
+    "read_device_info",
+    "read_profiler_info",
+    "read_msprof_op",
+    "load_run",
+    "parse_shapes",
+]
+
+#: Directory-name endings of one profiler collection: torch_npu, MindSpore, our CUDA collector.
+RUN_DIR_SUFFIXES = ("_ascend_pt", "_ascend_ms", "_cuda_pt")
+OUTPUT_SUBDIR = "ASCEND_PROFILER_OUTPUT"
+
+# kernel_details.csv header -> normalised name, dtype kind ("int", "float", "str", "shape", "time")
+_KERNEL_MAP: dict[str, tuple[str, str]] = {
+    "Step Id": ("step", "int"),
+    "Device_id": ("device_id", "int"),
+    "Device Id": ("device_id", "int"),
+    "Model ID": ("model_id", "int"),
+    "Task ID": ("task_id", "int"),
+    "Stream ID": ("stream_id", "int"),
+    "Name": ("name", "str"),
+    "Type": ("type", "str"),
+    "OP State": ("op_state", "str"),
+    "Accelerator Core": ("core", "str"),
+    "Start Time(us)": ("start_us", "time"),
+    "Duration(us)": ("duration_us", "float"),
+    "Wait Time(us)": ("wait_us", "float"),
+    "Block Dim": ("block_dim", "int"),
+    "Block Num": ("block_dim", "int"),
+    "Mix Block Dim": ("mix_block_dim", "int"),
+    "Mix Block Num": ("mix_block_dim", "int"),
+    "HF32 Eligible": ("hf32_eligible", "str"),
+    "Input Shapes": ("input_shapes", "shape"),
+    "Input Data Types": ("input_dtypes", "str"),
+    "Input Formats": ("input_formats", "str"),
+    "Output Shapes": ("output_shapes", "shape"),
+    "Output Data Types": ("output_dtypes", "str"),
+    "Output Formats": ("output_formats", "str"),
+    "Context ID": ("context_id", "str"),
+}
+
+#: Columns every normalised kernel table has, in this order (PMU and unknown columns follow).
+KERNEL_COLUMNS = [
+    "step", "device_id", "model_id", "task_id", "stream_id", "name", "type", "op_state", "core",
+    "start_us", "start_ns", "duration_us", "wait_us", "block_dim", "mix_block_dim",
+    "hf32_eligible", "input_shapes", "input_dtypes", "input_formats", "output_shapes",
+    "output_dtypes", "output_formats", "context_id",
+]
+_KERNEL_KINDS = {v[0]: v[1] for v in _KERNEL_MAP.values()}
+_KERNEL_KINDS["start_ns"] = "int"
+_REQUIRED_KERNEL_HEADERS = ("Name", "Accelerator Core", "Duration(us)")
+
+_NA = {"", "N/A", "NA", "n/a", "nan", "NaN", "None", "null", "-"}
+
+
+class ProfilingFormatError(ValueError):
+    """A profiler file that cannot be read. ``path``, ``line`` (1-based) and ``column`` (1-based,
+    or ``None`` for a whole-line problem) locate the first bad cell."""
+
+    def __init__(self, path, line: int | None, column: int | None, message: str):
+        self.path = str(path)
+        self.line = line
+        self.column = column
+        where = self.path
+        if line is not None:
+            where += f", line {line}"
+        if column is not None:
+            where += f", column {column}"
+        super().__init__(f"{where}: {message}")
+
+
+# --------------------------------------------------------------------------- low-level CSV
+
+
+def _clean(cell: str) -> str:
+    """Strip whitespace, the TAB torch_npu appends to times, and stray literal quotes."""
+    return cell.strip().strip('"').strip()
+
+
+def read_csv_table(path) -> tuple[list[str], list[tuple[int, list[str]]]]:
+    """Read a profiler CSV strictly.
+
+    Args:
+        path: file path (``str`` or ``Path``).
+
+    Returns:
+        ``(header, rows)``: the header cells (cleaned) and a list of ``(line_number, cells)``,
+        where ``line_number`` is the 1-based physical line the row starts on.
+
+    Raises:
+        FileNotFoundError: the file does not exist.
+        ProfilingFormatError: an unterminated quote (a truncated file), a row whose field count
+            differs from the header's (naming the first missing or extra column), an empty file,
+            or bytes that are not UTF-8.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"profiler file not found: {path}")
+    rows: list[tuple[int, list[str]]] = []
+    try:
+        with open(path, newline="", encoding="utf-8-sig") as f:
+            reader = csv.reader(f, strict=True)
+            header = None
+            start = 1
+            while True:
+                try:
+                    cells = next(reader)
+                except StopIteration:
+                    break
+                except csv.Error as e:
+                    raise ProfilingFormatError(
+                        path, reader.line_num, None,
+                        f"malformed CSV ({e}); the file looks truncated or mis-quoted",
+                    ) from None
+                line = start
+                start = reader.line_num + 1
+                if not cells or all(not c.strip() for c in cells):
+                    continue
+                if header is None:
+                    header = [_clean(c) for c in cells]
+                    continue
+                if len(cells) != len(header):
+                    if len(cells) < len(header):
+                        col = len(cells) + 1
+                        msg = (f"expected {len(header)} fields as in the header, got {len(cells)}; "
+                               f"column {col} ({header[col - 1]!r}) is missing (truncated row?)")
+                    else:
+                        col = len(header) + 1
+                        msg = (f"expected {len(header)} fields as in the header, got {len(cells)}; "
+                               f"column {col} has no header")
+                    raise ProfilingFormatError(path, line, col, msg)
+                rows.append((line, cells))
+    except UnicodeDecodeError as e:
+        raise ProfilingFormatError(path, None, None, f"not UTF-8 text ({e})") from None
+    if header is None:
+        raise ProfilingFormatError(path, 1, None, "empty file: no header line")
+    return header, rows
+
+
+def _parse_float(cell: str, path, line: int, col: int, name: str) -> float:
+    s = _clean(cell)
+    if s in _NA:
+        return math.nan
+    try:
+        return float(s)
+    except ValueError:
+        raise ProfilingFormatError(path, line, col, f"{name!r}: expected a number or N/A, got {cell!r}") from None
+
+
+def _parse_int(cell: str, path, line: int, col: int, name: str):
+    s = _clean(cell)
+    if s in _NA:
+        return pd.NA
+    try:
+        return int(s)
+    except ValueError:
+        try:
+            v = float(s)
+        except ValueError:
+            v = math.nan
+        if math.isfinite(v) and v == int(v):
+            return int(v)
+        raise ProfilingFormatError(path, line, col, f"{name!r}: expected an integer or N/A, got {cell!r}") from None
+
+
+_TIME_RE = re.compile(r"^(\d+)(?:\.(\d*))?$")
+
+
+def _parse_time_ns(cell: str, path, line: int, col: int, name: str):
+    """Microseconds text (``1736413971558972.912``) -> exact integer nanoseconds."""
+    s = _clean(cell)
+    if s in _NA:
+        return pd.NA
+    m = _TIME_RE.match(s)
+    if not m:
+        try:
+            return int(round(float(s) * 1000))
+        except ValueError:
+            raise ProfilingFormatError(path, line, col, f"{name!r}: expected a time in us, got {cell!r}") from None
+    frac = (m.group(2) or "")[:3].ljust(3, "0")
+    return int(m.group(1)) * 1000 + int(frac)
+
+
+def _column_values(path, header, rows, idx, kind):
+    name = header[idx]
+    col = idx + 1
+    if kind == "float":
+        return np.array([_parse_float(c[idx], path, ln, col, name) for ln, c in rows], dtype=np.float64)
+    if kind == "int":
+        return pd.array([_parse_int(c[idx], path, ln, col, name) for ln, c in rows], dtype="Int64")
+    if kind in ("str", "shape"):
+        vals = []
+        for _, c in rows:
+            s = _clean(c[idx])
+            vals.append(pd.NA if (s in ("N/A",) or (s == "" and kind == "str")) else s)
+        return pd.array(vals, dtype="string")
+    raise AssertionError(kind)
+
+
+def _auto_column(path, header, rows, idx):
+    """Unknown column: float64 when every non-N/A cell is a number, else text."""
+    cells = [_clean(c[idx]) for _, c in rows]
+    try:
+        return np.array([math.nan if s in _NA else float(s) for s in cells], dtype=np.float64)
+    except ValueError:
+        return pd.array([pd.NA if s in _NA else s for s in cells], dtype="string")
+
+
+def _pmu_column(name: str) -> bool:
+    """PMU/metric columns: lower-case names such as ``aic_mac_ratio``, ``vec_ratio``,
+    ``cube_utilization(%)``, ``aiv_ub_read_bw(GB/s)``; these must be numeric (or N/A)."""
+    return bool(re.match(r"^[a-z][a-z0-9_]*(\([^)]*\))?$", name))
+
+
+# --------------------------------------------------------------------------- shapes
+
+
+def parse_shapes(text) -> tuple[tuple[int, ...], ...]:
+    """Parse a profiler shape cell.
+
+    Args:
+        text: ``str`` such as ``"81920,4096;8192,512"`` (literal quotes allowed); ``;`` separates
+            tensors, ``,`` dimensions; an empty tensor entry is a scalar (``()``). ``None``/NA or
+            ``""`` give ``()`` (no tensors).
+
+    Returns:
+        A tuple of per-tensor shape tuples of ``int``.
+
+    Raises:
+        ValueError: a dimension that is not an integer (the message quotes the cell).
+    """
+    if text is None or text is pd.NA or (isinstance(text, float) and math.isnan(text)):
+        return ()
+    s = _clean(str(text))
+    if s in ("", "N/A"):
+        return ()
+    out = []
+    for part in s.split(";"):
+        part = part.strip()
+        if not part:
+            out.append(())
+            continue
+        try:
+            out.append(tuple(int(d) for d in part.split(",") if d.strip() != ""))
+        except ValueError:
+            raise ValueError(f"shape cell {text!r}: dimension {part!r} is not a list of integers") from None
+    return tuple(out)
+
+
+# --------------------------------------------------------------------------- directories
+
+
+def _is_run_dir(p: Path) -> bool:
+    return p.is_dir() and (p.name.endswith(RUN_DIR_SUFFIXES) or (p / OUTPUT_SUBDIR).is_dir())
+
+
+def find_runs(path) -> list[Path]:
+    """Find profiler collection directories.
+
+    Args:
+        path: a ``*_ascend_pt`` / ``*_ascend_ms`` / ``*_cuda_pt`` directory, its
+            ``ASCEND_PROFILER_OUTPUT`` subdirectory, or a parent directory holding such
+            directories (searched up to three levels down, as ``tensorboard_trace_handler``
+            writes one per worker and step group).
+
+    Returns:
+        Sorted list of run directories (``Path``), at least one.
+
+    Raises:
+        FileNotFoundError: ``path`` does not exist, or holds no run directory.
+    """
+    p = Path(path)
+    if not p.exists():
+        raise FileNotFoundError(f"profiler directory not found: {p}")
+    if p.is_dir() and p.name == OUTPUT_SUBDIR:
+        return [p.parent]
+    if _is_run_dir(p):
+        return [p]
+    found: list[Path] = []
+    if p.is_dir():
+        frontier = [p]
+        for _ in range(3):
+            nxt = []
+            for d in frontier:
+                for child in sorted(d.iterdir()):
+                    if not child.is_dir():
+                        continue
+                    if _is_run_dir(child):
+                        found.append(child)
+                    else:
+                        nxt.append(child)
+            if found:
+                break
+            frontier = nxt
+    if not found:
+        raise FileNotFoundError(
+            f"no profiler run under {p}: expected a directory ending in "
+            f"{' / '.join(RUN_DIR_SUFFIXES)} or holding {OUTPUT_SUBDIR}/")
+    return sorted(found)
+
+
+def _one_run(path) -> Path:
+    runs = find_runs(path)
+    if len(runs) > 1:
+        raise ValueError(
+            f"path: {path} holds {len(runs)} profiler runs ({', '.join(r.name for r in runs)}); "
+            "pass one of them")
+    return runs[0]
+
+
+def _output_file(path, filename: str) -> Path:
+    p = Path(path)
+    if p.is_file():
+        return p
+    run = _one_run(p)
+    for cand in (run / OUTPUT_SUBDIR / filename, run / filename):
+        if cand.is_file():
+            return cand
+    raise FileNotFoundError(f"{filename} not found in {run / OUTPUT_SUBDIR}")
+
+
+# --------------------------------------------------------------------------- kernel_details
+
+
+def read_kernel_details(path) -> pd.DataFrame:
+    """Read ``kernel_details.csv`` into the normalised kernel table (see the module docstring).
+
+    Args:
+        path: the CSV file, a run directory, or a parent holding exactly one run.
+
+    Returns:
+        DataFrame with every column of :data:`KERNEL_COLUMNS` (absent ones filled with NA) and
+        the file's PMU/unknown columns after them. An empty file body gives zero rows.
+
+    Raises:
+        FileNotFoundError, ProfilingFormatError (file, line, column), ValueError (several runs).
+        A header without ``Name``, ``Accelerator Core`` and ``Duration(us)`` is a
+        ProfilingFormatError on line 1.
+    """
+    f = _output_file(path, "kernel_details.csv")
+    header, rows = read_csv_table(f)
+    for h in _REQUIRED_KERNEL_HEADERS:
+        if h not in header:
+            raise ProfilingFormatError(f, 1, None, f"kernel_details header lacks {h!r}; got {header}")
+    data: dict[str, object] = {}
+    extra: dict[str, object] = {}
+    for idx, h in enumerate(header):
+        if h in _KERNEL_MAP:
+            norm, kind = _KERNEL_MAP[h]
+            if kind == "time":
+                ns = pd.array([_parse_time_ns(c[idx], f, ln, idx + 1, h) for ln, c in rows], dtype="Int64")
+                data["start_ns"] = ns
+                data["start_us"] = np.array(
+                    [_parse_float(c[idx], f, ln, idx + 1, h) for ln, c in rows], dtype=np.float64)
+            else:
+                data[norm] = _column_values(f, header, rows, idx, kind)
+        elif _pmu_column(h):
+            extra[h] = _column_values(f, header, rows, idx, "float")
+        else:
+            extra[h] = _auto_column(f, header, rows, idx)
+    n = len(rows)
+    out = {}
+    for col in KERNEL_COLUMNS:
+        if col in data:
+            out[col] = data[col]
+        else:
+            kind = _KERNEL_KINDS.get(col, "str")
+            if kind in ("float", "time"):
+                out[col] = np.full(n, np.nan)
+            elif kind == "int":
+                out[col] = pd.array([pd.NA] * n, dtype="Int64")
+            else:
+                out[col] = pd.array([pd.NA] * n, dtype="string")
+    out.update(extra)
+    df = pd.DataFrame(out)
+    df.attrs["source"] = str(f)
+    df.attrs["header"] = header
+    return df
+
+
+# --------------------------------------------------------------------------- generic tables
+
+
+def _snake(name: str) -> str:
+    s = name.strip()
+    s = s.replace("(us)", "_us").replace("(%)", "_pct").replace("(ms)", "_ms")
+    s = re.sub(r"[^0-9A-Za-z]+", "_", s).strip("_").lower()
+    return s
+
+
+def _generic_table(f: Path, numeric: Iterable[str] = ()) -> pd.DataFrame:
+    """Read a CSV: headers to snake_case (``Total Time(us)`` -> ``total_time_us``); columns in
+    ``numeric`` (raw header names) must parse; others are numeric when every cell parses."""
+    header, rows = read_csv_table(f)
+    numeric = set(numeric)
+    cols = {}
+    for idx, h in enumerate(header):
+        key = _snake(h) or f"column_{idx + 1}"
+        if h in numeric:
+            cols[key] = _column_values(f, header, rows, idx, "float")
+        else:
+            cols[key] = _auto_column(f, header, rows, idx)
+    df = pd.DataFrame(cols)
+    df.attrs["source"] = str(f)
+    return df
+
+
+_OPSTAT_COLUMNS = ["device_id", "op_type", "core", "count", "total_us", "min_us", "avg_us", "max_us", "ratio_pct"]
+
+
+def read_op_statistic(path, kernels: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Read ``op_statistic.csv``, or build the same table from kernel_details when it is absent
+    (Level0 collections do not write it).
+
+    Args:
+        path: a run directory (or parent with one run) or the CSV file itself.
+        kernels: an already-read kernel table to build from when the file is absent.
+
+    Returns:
+        DataFrame with columns ``device_id`` (Int64, NA when absent), ``op_type``, ``core``
+        (string), ``count`` (Int64), ``total_us``, ``min_us``, ``avg_us``, ``max_us`` (float64, us),
+        ``ratio_pct`` (float64, percent of the total), sorted by ``total_us`` descending.
+        ``attrs["built_from_kernels"]`` says which path was taken.
+
+    Raises:
+        FileNotFoundError (neither op_statistic.csv nor kernel_details.csv), ProfilingFormatError.
+    """
+    try:
+        f = _output_file(path, "op_statistic.csv")
+    except FileNotFoundError:
+        k = kernels if kernels is not None else read_kernel_details(path)
+        df = op_statistic_from_kernels(k)
+        df.attrs["built_from_kernels"] = True
+        return df
+    raw = {"OP Type": "op_type", "Core Type": "core", "Count": "count", "Total Time(us)": "total_us",
+           "Min Time(us)": "min_us", "Avg Time(us)": "avg_us", "Max Time(us)": "max_us",
+           "Ratio(%)": "ratio_pct", "Device_id": "device_id", "Device Id": "device_id"}
+    header, rows = read_csv_table(f)
+    for h in ("OP Type", "Core Type", "Count", "Total Time(us)"):
+        if h not in header:
+            raise ProfilingFormatError(f, 1, None, f"op_statistic header lacks {h!r}; got {header}")
+    cols = {}
+    for idx, h in enumerate(header):
+        if h not in raw:
+            continue
+        norm = raw[h]
+        kind = {"op_type": "str", "core": "str", "count": "int", "device_id": "int"}.get(norm, "float")
+        cols[norm] = _column_values(f, header, rows, idx, kind)
+    df = pd.DataFrame(cols)
+    for c in _OPSTAT_COLUMNS:
+        if c not in df:
+            df[c] = pd.array([pd.NA] * len(df), dtype="Int64") if c == "device_id" else np.nan
+    df = df[_OPSTAT_COLUMNS].sort_values("total_us", ascending=False, kind="stable").reset_index(drop=True)
+    df.attrs["source"] = str(f)
+    df.attrs["built_from_kernels"] = False
+    return df
+
+
+def op_statistic_from_kernels(kernels: pd.DataFrame) -> pd.DataFrame:
+    """Build the ``op_statistic`` table (see :func:`read_op_statistic`) from a kernel table,
+    keyed by (``type``, ``core``); NaN durations are skipped. Empty input gives zero rows."""
+    k = kernels.copy()
+    k["op_type"] = k["type"].fillna(k["name"])
+    k = k[k["duration_us"].notna()]
+    if k.empty:
+        return pd.DataFrame({c: pd.Series(dtype="float64") for c in _OPSTAT_COLUMNS})
+    g = k.groupby(["op_type", "core"], dropna=False, sort=False)["duration_us"]
+    df = g.agg(count="count", total_us="sum", min_us="min", avg_us="mean", max_us="max").reset_index()
+    total = df["total_us"].sum()
+    df["ratio_pct"] = df["total_us"] / total * 100 if total > 0 else 0.0
+    df["count"] = df["count"].astype("Int64")
+    devs = k["device_id"].dropna().unique()
+    df["device_id"] = pd.array([int(devs[0]) if len(devs) == 1 else pd.NA] * len(df), dtype="Int64")
+    df["op_type"] = df["op_type"].astype("string")
+    df["core"] = df["core"].astype("string")
+    return df[_OPSTAT_COLUMNS].sort_values("total_us", ascending=False, kind="stable").reset_index(drop=True)
+
+
+def read_operator_details(path) -> pd.DataFrame:
+    """Read ``operator_details.csv`` (one row per torch op on the host).
+
+    Headers become snake_case with units kept as suffixes (``Host Self Duration(us)`` ->
+    ``host_self_duration_us``, microseconds); numeric columns become float64, text stays text.
+
+    Raises:
+        FileNotFoundError, ProfilingFormatError.
+    """
+    return _generic_table(_output_file(path, "operator_details.csv"))
+
+
+def read_step_trace(path) -> pd.DataFrame:
+    """Read ``step_trace_time.csv`` (per-step totals: ``Computing``, ``Communication(Not
+    Overlapped)``, ``Free``, ...). Headers become snake_case (``communication_not_overlapped``);
+    all times are microseconds; numeric columns become float64.
+
+    Raises:
+        FileNotFoundError, ProfilingFormatError.
+    """
+    return _generic_table(_output_file(path, "step_trace_time.csv"))
+
+
+# --------------------------------------------------------------------------- device / config
+
+
+@dataclasses.dataclass(frozen=True)
+class DeviceInfo:
+    """Device facts from ``PROF_*/device_*/info.json.*`` (``DeviceInfo[0]``).
+
+    ``ai_core_num``: cube (AI) cores; ``aiv_num``: vector cores; ``aic_frequency_mhz``: AI core
+    clock in MHz (the file stores a string); ``device_id``; ``raw``: the whole DeviceInfo dict.
+    """
+
+    ai_core_num: int | None
+    aiv_num: int | None
+    aic_frequency_mhz: float | None
+    device_id: int | None
+    raw: dict
+
+
+def _to_num(v, typ):
+    try:
+        return typ(float(v)) if typ is int else float(v)
+    except (TypeError, ValueError):
+        return None
+
+
+def read_device_info(path) -> DeviceInfo | None:
+    """Read core counts and clock from ``<run>/PROF_*/device_*/info.json.*``.
+
+    Args:
+        path: a run directory (or parent with one run).
+
+    Returns:
+        :class:`DeviceInfo`, or ``None`` when the run has no such file (e.g. CUDA runs).
+
+    Raises:
+        ProfilingFormatError: the JSON is malformed (with line and column) or lacks
+            ``DeviceInfo``.
+    """
+    run = _one_run(path)
+    files = sorted(glob.glob(str(run / "PROF_*" / "device_*" / "info.json.*")))
+    files += sorted(glob.glob(str(run / "device_*" / "info.json.*")))
+    if not files:
+        return None
+    f = files[0]
+    try:
+        with open(f, encoding="utf-8") as fh:
+            data = json.load(fh)
+    except json.JSONDecodeError as e:
+        raise ProfilingFormatError(f, e.lineno, e.colno, f"malformed JSON: {e.msg}") from None
+    infos = data.get("DeviceInfo") if isinstance(data, dict) else None
+    if not infos or not isinstance(infos, list) or not isinstance(infos[0], dict):
+        raise ProfilingFormatError(f, None, None, "no DeviceInfo list in the JSON")
+    d = infos[0]
+    return DeviceInfo(
+        ai_core_num=_to_num(d.get("ai_core_num"), int),
+        aiv_num=_to_num(d.get("aiv_num"), int),
+        aic_frequency_mhz=_to_num(d.get("aic_frequency"), float),
+        device_id=_to_num(d.get("id", data.get("devices")), int),
+        raw=d,
+    )
+
+
+def read_profiler_info(path) -> dict:
+    """Read ``profiler_info.json`` / ``profiler_info_<rank>.json`` (the collection config:
+    level, metric group, export type). Returns ``{}`` when absent.
+
+    Raises:
+        ProfilingFormatError: malformed JSON (line and column).
+    """
+    run = _one_run(path)
+    files = sorted(run.glob("profiler_info*.json"))
+    if not files:
+        return {}
+    try:
+        with open(files[0], encoding="utf-8") as fh:
+            return json.load(fh)
+    except json.JSONDecodeError as e:
+        raise ProfilingFormatError(files[0], e.lineno, e.colno, f"malformed JSON: {e.msg}") from None
+
+
+# --------------------------------------------------------------------------- msprof op
+
+
+@dataclasses.dataclass
+class MsprofOpRun:
+    """One ``msprof op`` output directory.
+
+    ``path``: the directory holding ``OpBasicInfo.csv``; ``basic``: its first row as a dict
+    (``op_name``, ``op_type``, ``task_duration_us``, ``block_dim``, ``mix_block_dim``,
+    ``device_id``, ``pid``, ``current_freq``, ``rated_freq``; MHz for the frequencies);
+    ``metrics``: metric-group name (file stem, e.g. ``PipeUtilization``) -> DataFrame with one row
+    per ``(block_id, sub_block_id)`` and the file's columns under their header names (times us,
+    ratios 0-1, bandwidths GB/s).
+    """
+
+    path: Path
+    basic: dict
+    metrics: dict[str, pd.DataFrame]
+
+
+def read_msprof_op(path) -> MsprofOpRun:
+    """Read an ``msprof op`` output directory (``OPPROF_*``), or a parent of one.
+
+    Raises:
+        FileNotFoundError: no ``OpBasicInfo.csv`` below ``path``.
+        ProfilingFormatError: a malformed CSV, or a metric file without ``block_id``.
+    """
+    p = Path(path)
+    if not p.exists():
+        raise FileNotFoundError(f"msprof op directory not found: {p}")
+    hits = [p / "OpBasicInfo.csv"] if (p / "OpBasicInfo.csv").is_file() else sorted(p.rglob("OpBasicInfo.csv"))
+    if not hits:
+        raise FileNotFoundError(f"no OpBasicInfo.csv under {p} (not an msprof op output directory)")
+    d = hits[0].parent
+    bt = _generic_table(hits[0])
+    if bt.empty:
+        raise ProfilingFormatError(hits[0], 2, None, "OpBasicInfo.csv has a header but no row")
+    basic = {k: (None if (isinstance(v, float) and math.isnan(v)) or v is pd.NA else v)
+             for k, v in bt.iloc[0].to_dict().items()}
+    metrics = {}
+    for f in sorted(d.glob("*.csv")):
+        if f.name == "OpBasicInfo.csv":
+            continue
+        header, rows = read_csv_table(f)
+        if "block_id" not in header:
+            continue  # not a per-block metric file
+        cols = {}
+        for idx, h in enumerate(header):
+            if h == "sub_block_id":
+                cols[h] = pd.array([_clean(c[idx]) for _, c in rows], dtype="string")
+            elif h == "block_id":
+                cols[h] = _column_values(f, header, rows, idx, "int")
+            else:
+                cols[h] = _column_values(f, header, rows, idx, "float") if _pmu_column(h) \
+                    else _auto_column(f, header, rows, idx)
+        df = pd.DataFrame(cols)
+        df.attrs["source"] = str(f)
+        metrics[f.stem] = df
+    return MsprofOpRun(path=d, basic=basic, metrics=metrics)
+
+
+# --------------------------------------------------------------------------- whole run
+
+
+@dataclasses.dataclass
+class Run:
+    """Everything read from one collection directory. Tables absent from the run are ``None``
+    (``op_statistic`` is built from the kernels when its file is absent)."""
+
+    path: Path
+    kernels: pd.DataFrame
+    op_statistic: pd.DataFrame
+    operator_details: pd.DataFrame | None
+    step_trace: pd.DataFrame | None
+    device: DeviceInfo | None
+    profiler_info: dict
+
+
+def load_run(path) -> Run:
+    """Read one run (a ``*_ascend_pt`` / ``*_ascend_ms`` / ``*_cuda_pt`` directory or a parent
+    holding exactly one): kernels, op statistic, operator details, step trace, device info,
+    profiler config.
+
+    Raises:
+        FileNotFoundError (no run, or no kernel_details.csv), ValueError (several runs; pass one),
+        ProfilingFormatError (file, line, column).
+    """
+    run = _one_run(path)
+    kernels = read_kernel_details(run)
+
+    def optional(fn):
+        try:
+            return fn(run)
+        except FileNotFoundError:
+            return None
+
+    return Run(
+        path=run,
+        kernels=kernels,
+        op_statistic=read_op_statistic(run, kernels=kernels),
+        operator_details=optional(read_operator_details),
+        step_trace=optional(read_step_trace),
+        device=read_device_info(run),
+        profiler_info=read_profiler_info(run),
+    )
+
+
+def _ensure_dir(path) -> Path:
+    p = Path(path)
+    os.makedirs(p, exist_ok=True)
+    return p
