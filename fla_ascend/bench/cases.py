@@ -166,7 +166,7 @@ def scale_for_cpu(shape: dict[str, int], quick: bool = False) -> dict[str, int]:
     """
     caps = _CPU_CAPS_QUICK if quick else _CPU_CAPS
     out = {d: min(n, caps[d]) if d in caps else n for d, n in shape.items()}
-    if "H" in shape:
+    if "H" in shape and "HV" in shape:
         group = max(1, shape.get("HV", shape["H"]) // shape["H"])
         out["HV"] = out["H"] * min(group, 2)
     return out
@@ -248,22 +248,19 @@ class OpSpec:
     short: str = ""
 
     def complete_shape(self, shape: dict[str, int]) -> dict[str, int] | str:
-        """Fill defaulted dims (``HV = H``, ``V = K``, ``K = V = D``); return the shape or the
-        reason it does not apply to this op."""
+        """Fill defaulted dims (``HV = H``, ``V = K``, ``K = V = D``) and drop dims the op does
+        not use; return the shape, or the reason it does not apply (a needed dim is missing)."""
         s = dict(shape)
-        if "H" in self.dims:
-            if "D" in s and "K" not in s:
-                s["K"] = s["V"] = s.pop("D")
-            s.setdefault("HV", s.get("H", 0))
-            if "K" in s:
-                s.setdefault("V", s["K"])
+        if "K" in self.dims and "D" in s and "K" not in s:
+            s["K"] = s["V"] = s.pop("D")
+        if "HV" in self.dims and "H" in s:
+            s.setdefault("HV", s["H"])
+        if "V" in self.dims and "K" in s:
+            s.setdefault("V", s["K"])
         missing = [d for d in self.dims if d not in s]
         if missing:
             return f"shape {shape_key(shape)} lacks {', '.join(missing)} needed by {self.name}"
-        extra = [d for d in s if d not in self.dims]
-        if extra:
-            return f"shape {shape_key(shape)} has {', '.join(extra)}, not a {self.name} dimension"
-        return s
+        return {d: s[d] for d in DIM_ORDER if d in self.dims}  # dims the op does not use are dropped
 
 
 def _esize(dtype: torch.dtype) -> int:
@@ -378,10 +375,31 @@ def _torch_ref_limit(max_tokens):
     return limit
 
 
-def _gdn_available(provider):
-    if provider == "fla" and not fla_available():
-        return "flash-linear-attention does not import here"
-    return None
+def _importable(module: str, name: str) -> str | None:
+    """``None`` when ``module.name`` imports, else the reason."""
+    try:
+        getattr(importlib.import_module(module), name)
+        return None
+    except Exception as e:  # ImportError, AttributeError, a broken kernel module
+        return f"{module}.{name} does not import here ({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''})"
+
+
+def _available(ours: tuple[str, str], theirs: tuple[str, str] | None):
+    def available(provider):
+        if provider == "fla_ascend":
+            return _importable(*ours)
+        if provider == "fla":
+            if theirs is None:
+                return "flash-linear-attention has no such op"
+            if not fla_available():
+                return "flash-linear-attention does not import here"
+            return _importable(*theirs)
+        return None
+
+    return available
+
+
+_gdn_available = _available(("fla_ascend.ops", "chunk_gated_delta_rule"), ("fla.ops.gated_delta_rule", "chunk_gated_delta_rule"))
 
 
 OPS: dict[str, OpSpec] = {}
@@ -429,7 +447,172 @@ register(OpSpec(
     },
     bytes_moved=lambda shape, dtype, mode: _gdn_bytes(shape, dtype, mode, decode=True),
     flops=_recurrent_flops,
-    available=_gdn_available,
+    available=_available(("fla_ascend.ops", "fused_recurrent_gated_delta_rule"),
+                         ("fla.ops.gated_delta_rule", "fused_recurrent_gated_delta_rule")),
     torch_ref_limit=_torch_ref_limit(2048),
     short="recurrent_gdr",
+))
+
+
+# --------------------------------------------------------------------- causal_conv1d
+
+
+def _conv_inputs(shape, dtype, device, seed):
+    """``x`` ``[B, T, D]`` normal, depthwise ``weight`` ``[D, W]`` and ``bias`` ``[D]`` scaled
+    like a default ``nn.Conv1d`` init (uniform in +-1/sqrt(W)); silu activation (the anchors)."""
+    B, T, D, W = (shape[d] for d in ("B", "T", "D", "W"))
+    gen = torch.Generator(device="cpu").manual_seed(seed)
+    bound = W ** -0.5
+    x = torch.randn(B, T, D, generator=gen)
+    weight = (torch.rand(D, W, generator=gen) * 2 - 1) * bound
+    bias = (torch.rand(D, generator=gen) * 2 - 1) * bound
+    out = {name: t.to(device=device, dtype=dtype) for name, t in dict(x=x, weight=weight, bias=bias).items()}
+    out["activation"] = "silu"
+    return out
+
+
+def _conv_ref(x, weight, bias, activation):
+    """Float32 causal depthwise conv written with ``F.conv1d`` (left zero padding of ``W - 1``),
+    then silu; independent of the op's own reference."""
+    W = weight.shape[-1]
+    xt = F.pad(x.float().transpose(1, 2), (W - 1, 0))
+    y = F.conv1d(xt, weight.float().unsqueeze(1), bias.float(), groups=x.shape[-1]).transpose(1, 2)
+    return {"y": F.silu(y) if activation in ("silu", "swish") else y}
+
+
+def _conv_provider(module: str, name: str):
+    def run(x, weight, bias, activation):
+        y, _ = _attr(module, name)(x=x, weight=weight, bias=bias, activation=activation)
+        return {"y": y}
+
+    run.__name__ = f"{module}.{name}"
+    return run
+
+
+def _conv_bytes(shape, dtype, mode):
+    """x read and y written (``B T D`` each; weight and bias negligible); fwdbwd adds x and dy
+    read and dx written."""
+    n = shape["B"] * shape["T"] * shape["D"] * _esize(dtype)
+    return 2 * n + (3 * n if mode == "fwdbwd" else 0)
+
+
+def _conv_flops(shape, mode):
+    """``2 W`` per output element plus ~4 for bias and silu; fwdbwd 3x."""
+    n = shape["B"] * shape["T"] * shape["D"] * (2 * shape["W"] + 4)
+    return n * (3 if mode == "fwdbwd" else 1)
+
+
+register(OpSpec(
+    name="causal_conv1d",
+    dims=("B", "T", "D", "W"),
+    default_shapes=("conv-b4-t4096",),
+    modes=("fwd", "fwdbwd"),
+    make_inputs=_conv_inputs,
+    grad_inputs=("x", "weight", "bias"),
+    reference=_conv_ref,
+    providers={
+        "fla_ascend": _conv_provider("fla_ascend.ops.causal_conv1d", "causal_conv1d"),
+        "torch_ref": _conv_ref,
+        "fla": _conv_provider("fla.modules.causal_conv1d", "causal_conv1d"),
+    },
+    bytes_moved=_conv_bytes,
+    flops=_conv_flops,
+    available=_available(("fla_ascend.ops.causal_conv1d", "causal_conv1d"), ("fla.modules.causal_conv1d", "causal_conv1d")),
+    short="conv1d",
+))
+
+
+# ---------------------------------------------------------------------------- l2norm
+
+
+def _l2_inputs(shape, dtype, device, seed):
+    """``x`` ``[B, T, H, K]`` normal (the q / k L2 norm of GatedDeltaNet)."""
+    gen = torch.Generator(device="cpu").manual_seed(seed)
+    x = torch.randn(*(shape[d] for d in ("B", "T", "H", "K")), generator=gen)
+    return {"x": x.to(device=device, dtype=dtype)}
+
+
+def _l2_ref(x):
+    """Float32 ``x / sqrt(sum(x^2) + 1e-6)`` over the last dim (flash-linear-attention's eps)."""
+    xf = x.float()
+    return {"y": xf * torch.rsqrt(xf.pow(2).sum(-1, keepdim=True) + 1e-6)}
+
+
+def _l2_provider(module: str, name: str):
+    def run(x):
+        return {"y": _attr(module, name)(x)}
+
+    return run
+
+
+def _rowwise_bytes(n_tensors_fwd, n_tensors_bwd, dims):
+    def count(shape, dtype, mode):
+        n = math.prod(shape[d] for d in dims) * _esize(dtype)
+        return n * (n_tensors_fwd + (n_tensors_bwd if mode == "fwdbwd" else 0))
+
+    return count
+
+
+register(OpSpec(
+    name="l2norm",
+    dims=("B", "T", "H", "K"),
+    default_shapes=("qwen3next",),
+    modes=("fwd", "fwdbwd"),
+    make_inputs=_l2_inputs,
+    grad_inputs=("x",),
+    reference=_l2_ref,
+    providers={
+        "fla_ascend": _l2_provider("fla_ascend.ops.norm", "l2norm"),
+        "torch_ref": _l2_ref,
+        "fla": _l2_provider("fla.modules.norm.l2norm", "l2norm"),
+    },
+    bytes_moved=_rowwise_bytes(2, 3, ("B", "T", "H", "K")),  # x in, y out; bwd: x, dy in, dx out
+    flops=lambda shape, mode: 4 * math.prod(shape[d] for d in ("B", "T", "H", "K")) * (3 if mode == "fwdbwd" else 1),
+    available=_available(("fla_ascend.ops.norm", "l2norm"), ("fla.modules.norm.l2norm", "l2norm")),
+))
+
+
+# -------------------------------------------------------------------- rms_norm_gated
+
+
+def _rmsg_inputs(shape, dtype, device, seed):
+    """GatedDeltaNet's output norm: ``o`` and gate ``z`` ``[B, T, HV, V]``, ``weight`` ``[V]``."""
+    gen = torch.Generator(device="cpu").manual_seed(seed)
+    size = tuple(shape[d] for d in ("B", "T", "HV", "V"))
+    x, z = torch.randn(*size, generator=gen), torch.randn(*size, generator=gen)
+    w = 1 + 0.1 * torch.randn(shape["V"], generator=gen)
+    return {name: t.to(device=device, dtype=dtype) for name, t in dict(x=x, g=z, weight=w).items()}
+
+
+def _rmsg_ref(x, g, weight):
+    """Float32 ``x * rsqrt(mean(x^2) + 1e-6) * weight * silu(g)`` over the last dim."""
+    xf = x.float()
+    y = xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + 1e-6) * weight.float()
+    return {"y": y * F.silu(g.float())}
+
+
+def _rmsg_provider(module: str, name: str):
+    def run(x, g, weight):
+        return {"y": _attr(module, name)(x, g, weight, None, activation="swish", eps=1e-6)}
+
+    return run
+
+
+register(OpSpec(
+    name="rms_norm_gated",
+    dims=("B", "T", "HV", "V"),
+    default_shapes=("qwen3next",),
+    modes=("fwd", "fwdbwd"),
+    make_inputs=_rmsg_inputs,
+    grad_inputs=("x", "g", "weight"),
+    reference=_rmsg_ref,
+    providers={
+        "fla_ascend": _rmsg_provider("fla_ascend.ops.norm", "rms_norm_gated"),
+        "torch_ref": _rmsg_ref,
+        "fla": _rmsg_provider("fla.modules.norm.fused_norm_gate", "rms_norm_gated"),
+    },
+    bytes_moved=_rowwise_bytes(3, 5, ("B", "T", "HV", "V")),  # x, g in, y out; bwd: x, g, dy in, dx, dg out
+    flops=lambda shape, mode: 10 * math.prod(shape[d] for d in ("B", "T", "HV", "V")) * (3 if mode == "fwdbwd" else 1),
+    available=_available(("fla_ascend.ops.norm", "rms_norm_gated"), ("fla.modules.norm.fused_norm_gate", "rms_norm_gated")),
+    short="rmsnorm_gated",
 ))

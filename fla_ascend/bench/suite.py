@@ -214,7 +214,7 @@ def run_suite(
 
     Args:
         ops: op names from :data:`cases.OPS`; ``None``: all registered ops whose fla_ascend
-            function imports.
+            function imports (the others are named in ``notes``).
         shapes: ``--shapes`` text or list (see :func:`cases.parse_shapes`); ``None``: each op's
             default shapes (Qwen3-Next's layer for the chunked op, decode B64 for the recurrent op).
         modes: subset of ``("fwd", "fwdbwd")``; ``None``: ``["fwd"]``.
@@ -241,8 +241,18 @@ def run_suite(
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    ops = list(ops) if ops else list(C.OPS)
-    _check_names("ops", ops, list(C.OPS))
+    pre_notes = []
+    if ops:
+        ops = list(ops)
+        _check_names("ops", ops, list(C.OPS))
+    else:
+        ops = []
+        for name, spec in C.OPS.items():
+            why = spec.available("fla_ascend")
+            if why is None:
+                ops.append(name)
+            else:
+                pre_notes.append(f"op {name} left out: {why}")
     modes = list(modes) if modes else ["fwd"]
     _check_names("modes", modes, MODES)
     known_providers = sorted({p for op in ops for p in C.OPS[op].providers})
@@ -251,6 +261,7 @@ def run_suite(
     _check_names("providers", providers, known_providers)
     tdtype = parse_dtype(dtype)
     plan, notes = plan_cases(ops, shapes, modes, full_size=full_size, quick=quick)
+    notes = pre_notes + notes
     if not explicit_providers and "fla" in providers and not C.fla_available():
         providers.remove("fla")
         notes.append("provider fla left out: flash-linear-attention does not import here")
