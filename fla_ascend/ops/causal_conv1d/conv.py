@@ -1,0 +1,649 @@
+"""Causal depthwise 1-D convolution (short convolution of GatedDeltaNet / Mamba layers).
+
+flash-linear-attention compatible: ``causal_conv1d`` (forward and backward through autograd)
+and ``causal_conv1d_update`` (decode). Semantics are in :mod:`.reference`.
+
+Kernels (one ``@triton.jit`` source each, task-loop launch plans):
+
+- ``causal_conv1d_fwd_kernel``: a task is ``BT`` tokens x ``BD`` channels of one sequence; the
+  ``W`` taps are ``W`` shifted masked loads of ``x`` (the first ``W - 1`` positions of a sequence
+  read the initial state); bias, SiLU and residual are fused.
+- ``causal_conv1d_bwd_kernel``: same tasks; recomputes the pre-activation where SiLU is on, writes
+  ``dx`` (adding the final-state gradient ``dht`` of the last ``W`` tokens) and per-task partial
+  sums of ``dweight`` / ``dbias`` that the host reduces with ``torch.sum`` (deterministic: no atomics).
+- ``causal_conv1d_states_fwd_kernel`` / ``causal_conv1d_states_bwd_kernel``: per (sequence,
+  channel block) final state, and the initial-state gradient ``dh0`` (conv taps that read the
+  state plus ``dht`` for sequences shorter than ``W``).
+- ``causal_conv1d_update_kernel``: one decode token per sequence; shifts the cache in place.
+
+NPU layout (ascend-notes.md): the weight is read as ``[W, D]`` (transposed once on the host) so
+each tap is a contiguous ``[BD]`` row; token tiles of ``x`` are read with the channel axis
+innermost (stride 1), also for strided views; halo rows before the sequence start or past its
+end are masked.
+"""
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+from fla_ascend import backend
+from fla_ascend.backend import launch_options
+from fla_ascend.ops.utils.index import prepare_chunk_indices
+from fla_ascend.ops.utils.validation import check_cu_seqlens, check_same_device, check_tensor
+from fla_ascend.tiling import check_int32_offsets, task_plan
+
+ACTIVATIONS = (None, "silu", "swish")
+MAX_W = 16
+"""Largest kernel width accepted: taps are unrolled (``W`` loads forward, ``W * W`` in the backward
+with an activation); widths 2 to 4 are the fast case (Qwen3-Next uses 4)."""
+
+
+def _tiles(D: int) -> tuple[int, int]:
+    """``(BT, BD)`` token and channel tile of the sequence kernels.
+
+    NPU: one float32 ``[BT, BD]`` tile is 8 KiB (2048 elements); the backward keeps about 5 alive
+    (accumulators, window, dy, dpre), charged twice by multibuffer: 5 x 8 KiB x 2 = 80 KiB of the
+    192 KiB UB of an A2/A3 vector core (ascend-notes.md). Elsewhere ``[64, 128]``.
+    """
+    BD = min(128, triton.next_power_of_2(D))
+    if backend.device_type() == "npu":
+        return max(8, 2048 // BD), BD
+    return 64, BD
+
+
+@triton.jit
+def _seq_of_chunk(i_c, chunk_indices, cu_seqlens, T, NT, IS_VARLEN: tl.constexpr):
+    """Batch row ``i_b``, sequence ``i_n``, chunk ``i_t``, start ``bos`` and length ``L`` (int64)."""
+    if IS_VARLEN:
+        i_n = tl.load(chunk_indices + i_c * 2).to(tl.int64)
+        i_t = tl.load(chunk_indices + i_c * 2 + 1).to(tl.int64)
+        bos = tl.load(cu_seqlens + i_n).to(tl.int64)
+        L = tl.load(cu_seqlens + i_n + 1).to(tl.int64) - bos
+        i_b = i_n * 0
+    else:
+        i_n = i_c // NT
+        i_t = i_c % NT
+        bos = i_n * 0
+        L = i_n * 0 + T
+        i_b = i_n
+    return i_b, i_n, i_t, bos, L
+
+
+@triton.jit
+def _seq_bounds(i_n, cu_seqlens, T, IS_VARLEN: tl.constexpr):
+    """Batch row ``i_b``, start ``bos`` and length ``L`` (int64) of sequence ``i_n``."""
+    if IS_VARLEN:
+        bos = tl.load(cu_seqlens + i_n).to(tl.int64)
+        L = tl.load(cu_seqlens + i_n + 1).to(tl.int64) - bos
+        i_b = i_n * 0
+    else:
+        bos = i_n * 0
+        L = i_n * 0 + T
+        i_b = i_n
+    return i_b, bos, L
+
+
+@triton.jit
+def _load_window(x, h0, p_x0, s_xt, p_h0, o_r, lo, hi, m_row, o_d, m_d, W: tl.constexpr, USE_H0: tl.constexpr):
+    """Input rows ``o_r`` (relative to the tile start; the sequence spans ``[lo, hi)``) as a float32
+    ``[R, BD]`` tile: ``x`` inside the sequence, initial-state columns before it, zeros elsewhere."""
+    m_x = (o_r >= lo) & (o_r < hi) & m_row
+    b_x = tl.load(x + p_x0 + o_r[:, None] * s_xt + o_d[None, :], mask=m_x[:, None] & m_d[None, :],
+                  other=0.0).to(tl.float32)  # [R, BD]
+    if USE_H0:
+        o_s = o_r - lo  # position in the sequence, negative before it
+        m_h = (o_s < 0) & (o_s >= -W) & m_row
+        b_x += tl.load(h0 + p_h0 + o_d[None, :] * W + (W + o_s)[:, None], mask=m_h[:, None] & m_d[None, :],
+                       other=0.0).to(tl.float32)  # [R, BD]
+    return b_x
+
+
+@triton.jit
+def _pre_activation(x, h0, wt, bias, p_x0, s_xt, p_h0, o_r, lo, hi, m_row, o_d, m_d, D,
+                    W: tl.constexpr, USE_H0: tl.constexpr, HAS_BIAS: tl.constexpr):
+    """``bias + sum_w wt[w] * x[o_r - (W - 1) + w]`` as a float32 ``[R, BD]`` tile."""
+    b_y = tl.zeros([o_r.shape[0], o_d.shape[0]], dtype=tl.float32)  # [R, BD]
+    if HAS_BIAS:
+        b_y += tl.load(bias + o_d, mask=m_d, other=0.0).to(tl.float32)[None, :]
+    for w in tl.static_range(W):
+        b_w = tl.load(wt + w * D + o_d, mask=m_d, other=0.0).to(tl.float32)  # [BD]
+        b_x = _load_window(x, h0, p_x0, s_xt, p_h0, o_r + (w - (W - 1)), lo, hi, m_row, o_d, m_d, W, USE_H0)
+        b_y += b_x * b_w[None, :]
+    return b_y
+
+
+@triton.jit
+def _conv_fwd_task(
+    i_task, x, wt, bias, residual, h0, y, chunk_indices, cu_seqlens, s_xb, s_xt, T, D, NT, ND,
+    W: tl.constexpr, BT: tl.constexpr, BD: tl.constexpr, ACT: tl.constexpr, HAS_BIAS: tl.constexpr,
+    HAS_RESIDUAL: tl.constexpr, USE_H0: tl.constexpr, IS_VARLEN: tl.constexpr,
+):
+    i_task = tl.cast(i_task, tl.int64)
+    i_c = i_task // ND
+    i_d = i_task % ND
+    i_b, i_n, i_t, bos, L = _seq_of_chunk(i_c, chunk_indices, cu_seqlens, T, NT, IS_VARLEN)
+    t0 = i_t * BT
+    lo = (-t0).to(tl.int32)
+    hi = (L - t0).to(tl.int32)
+    o_t = tl.arange(0, BT)
+    o_d = i_d.to(tl.int32) * BD + tl.arange(0, BD)
+    m_d = o_d < D
+    m_t = o_t < hi
+    p_x0 = i_b * s_xb + (bos + t0) * s_xt
+    p_h0 = i_n * D * W
+    b_y = _pre_activation(x, h0, wt, bias, p_x0, s_xt, p_h0, o_t, lo, hi, m_t, o_d, m_d, D,
+                          W, USE_H0, HAS_BIAS)  # [BT, BD]
+    if ACT:
+        b_y = b_y * tl.sigmoid(b_y)
+    p_y = (i_b * T + bos + t0) * D + o_t[:, None] * D + o_d[None, :]
+    m = m_t[:, None] & m_d[None, :]
+    if HAS_RESIDUAL:
+        b_y += tl.load(residual + p_y, mask=m, other=0.0).to(tl.float32)
+    tl.store(y + p_y, b_y.to(y.dtype.element_ty), mask=m)
+
+
+@triton.jit(do_not_specialize=["s_xb", "s_xt", "T", "D", "NT", "ND", "n_tasks", "n_programs"])
+def causal_conv1d_fwd_kernel(
+    x, wt, bias, residual, h0, y, chunk_indices, cu_seqlens, s_xb, s_xt, T, D, NT, ND, n_tasks, n_programs,
+    W: tl.constexpr, BT: tl.constexpr, BD: tl.constexpr, ACT: tl.constexpr, HAS_BIAS: tl.constexpr,
+    HAS_RESIDUAL: tl.constexpr, USE_H0: tl.constexpr, IS_VARLEN: tl.constexpr, TASK_LOOP: tl.constexpr,
+):
+    if TASK_LOOP:
+        for i_task in tl.range(tl.program_id(0), n_tasks, n_programs):
+            _conv_fwd_task(i_task, x, wt, bias, residual, h0, y, chunk_indices, cu_seqlens, s_xb, s_xt, T, D,
+                           NT, ND, W, BT, BD, ACT, HAS_BIAS, HAS_RESIDUAL, USE_H0, IS_VARLEN)
+    else:
+        _conv_fwd_task(tl.program_id(0), x, wt, bias, residual, h0, y, chunk_indices, cu_seqlens, s_xb, s_xt,
+                       T, D, NT, ND, W, BT, BD, ACT, HAS_BIAS, HAS_RESIDUAL, USE_H0, IS_VARLEN)
+
+
+@triton.jit
+def _conv_bwd_task(
+    i_task, x, wt, bias, h0, dy, dht, dx, dw_part, db_part, chunk_indices, cu_seqlens,
+    s_xb, s_xt, s_dyb, s_dyt, T, D, NT, ND,
+    W: tl.constexpr, BT: tl.constexpr, BD: tl.constexpr, ACT: tl.constexpr, HAS_BIAS: tl.constexpr,
+    USE_H0: tl.constexpr, HAS_DHT: tl.constexpr, IS_VARLEN: tl.constexpr,
+):
+    i_task = tl.cast(i_task, tl.int64)
+    i_c = i_task // ND
+    i_d = i_task % ND
+    i_b, i_n, i_t, bos, L = _seq_of_chunk(i_c, chunk_indices, cu_seqlens, T, NT, IS_VARLEN)
+    t0 = i_t * BT
+    lo = (-t0).to(tl.int32)
+    hi = (L - t0).to(tl.int32)
+    o_t = tl.arange(0, BT)
+    o_d = i_d.to(tl.int32) * BD + tl.arange(0, BD)
+    m_d = o_d < D
+    m_t = o_t < hi
+    p_x0 = i_b * s_xb + (bos + t0) * s_xt
+    p_dy0 = i_b * s_dyb + (bos + t0) * s_dyt
+    p_h0 = i_n * D * W
+    b_dx = tl.zeros([BT, BD], dtype=tl.float32)  # [BT, BD]
+    # dx[t] = sum_k wt[W - 1 - k] * dpre[t + k]
+    for k in tl.static_range(W):
+        o_q = o_t + k
+        m_q = o_q < hi
+        b_dp = tl.load(dy + p_dy0 + o_q[:, None] * s_dyt + o_d[None, :], mask=m_q[:, None] & m_d[None, :],
+                       other=0.0).to(tl.float32)  # [BT, BD]
+        if ACT:
+            b_p = _pre_activation(x, h0, wt, bias, p_x0, s_xt, p_h0, o_q, lo, hi, m_q, o_d, m_d, D,
+                                  W, USE_H0, HAS_BIAS)  # [BT, BD]
+            b_s = tl.sigmoid(b_p)
+            b_dp = b_dp * b_s * (1.0 + b_p * (1.0 - b_s))
+        b_w = tl.load(wt + (W - 1 - k) * D + o_d, mask=m_d, other=0.0).to(tl.float32)  # [BD]
+        b_dx += b_dp * b_w[None, :]
+        if k == 0:
+            # partial dweight[w] = sum_t dpre[t] * x[t - (W - 1) + w] and dbias = sum_t dpre[t]
+            p_part = i_c * W * D + o_d
+            for w in tl.static_range(W):
+                b_x = _load_window(x, h0, p_x0, s_xt, p_h0, o_t + (w - (W - 1)), lo, hi, m_t, o_d, m_d,
+                                   W, USE_H0)  # [BT, BD]
+                tl.store(dw_part + p_part + w * D, tl.sum(b_dp * b_x, axis=0), mask=m_d)
+            if HAS_BIAS:
+                tl.store(db_part + i_c * D + o_d, tl.sum(b_dp, axis=0), mask=m_d)
+    if HAS_DHT:
+        # the final state holds x[L - W + j] in column j
+        o_j = o_t - hi + W
+        m_j = (o_j >= 0) & m_t
+        b_dx += tl.load(dht + p_h0 + o_d[None, :] * W + o_j[:, None], mask=m_j[:, None] & m_d[None, :],
+                        other=0.0).to(tl.float32)
+    p_dx = (i_b * T + bos + t0) * D + o_t[:, None] * D + o_d[None, :]
+    tl.store(dx + p_dx, b_dx.to(dx.dtype.element_ty), mask=m_t[:, None] & m_d[None, :])
+
+
+@triton.jit(do_not_specialize=["s_xb", "s_xt", "s_dyb", "s_dyt", "T", "D", "NT", "ND", "n_tasks", "n_programs"])
+def causal_conv1d_bwd_kernel(
+    x, wt, bias, h0, dy, dht, dx, dw_part, db_part, chunk_indices, cu_seqlens,
+    s_xb, s_xt, s_dyb, s_dyt, T, D, NT, ND, n_tasks, n_programs,
+    W: tl.constexpr, BT: tl.constexpr, BD: tl.constexpr, ACT: tl.constexpr, HAS_BIAS: tl.constexpr,
+    USE_H0: tl.constexpr, HAS_DHT: tl.constexpr, IS_VARLEN: tl.constexpr, TASK_LOOP: tl.constexpr,
+):
+    if TASK_LOOP:
+        for i_task in tl.range(tl.program_id(0), n_tasks, n_programs):
+            _conv_bwd_task(i_task, x, wt, bias, h0, dy, dht, dx, dw_part, db_part, chunk_indices, cu_seqlens,
+                           s_xb, s_xt, s_dyb, s_dyt, T, D, NT, ND, W, BT, BD, ACT, HAS_BIAS, USE_H0, HAS_DHT,
+                           IS_VARLEN)
+    else:
+        _conv_bwd_task(tl.program_id(0), x, wt, bias, h0, dy, dht, dx, dw_part, db_part, chunk_indices,
+                       cu_seqlens, s_xb, s_xt, s_dyb, s_dyt, T, D, NT, ND, W, BT, BD, ACT, HAS_BIAS, USE_H0,
+                       HAS_DHT, IS_VARLEN)
+
+
+@triton.jit
+def _states_fwd_task(
+    i_task, x, h0, ht, cu_seqlens, s_xb, s_xt, T, D, ND,
+    W: tl.constexpr, BW: tl.constexpr, BD: tl.constexpr, USE_H0: tl.constexpr, IS_VARLEN: tl.constexpr,
+):
+    i_task = tl.cast(i_task, tl.int64)
+    i_n = i_task // ND
+    i_d = i_task % ND
+    i_b, bos, L = _seq_bounds(i_n, cu_seqlens, T, IS_VARLEN)
+    L32 = L.to(tl.int32)
+    o_w = tl.arange(0, BW)
+    o_d = i_d.to(tl.int32) * BD + tl.arange(0, BD)
+    m_d = o_d < D
+    m_w = o_w < W
+    p_h0 = i_n * D * W
+    # column j of the final state is position L - W + j of the sequence
+    b_h = _load_window(x, h0, i_b * s_xb + bos * s_xt, s_xt, p_h0, o_w + L32 - W, 0, L32, m_w, o_d, m_d,
+                       W, USE_H0)  # [BW, BD]
+    tl.store(ht + p_h0 + o_d[None, :] * W + o_w[:, None], b_h.to(ht.dtype.element_ty),
+             mask=m_w[:, None] & m_d[None, :])
+
+
+@triton.jit(do_not_specialize=["s_xb", "s_xt", "T", "D", "ND", "n_tasks", "n_programs"])
+def causal_conv1d_states_fwd_kernel(
+    x, h0, ht, cu_seqlens, s_xb, s_xt, T, D, ND, n_tasks, n_programs,
+    W: tl.constexpr, BW: tl.constexpr, BD: tl.constexpr, USE_H0: tl.constexpr, IS_VARLEN: tl.constexpr,
+    TASK_LOOP: tl.constexpr,
+):
+    if TASK_LOOP:
+        for i_task in tl.range(tl.program_id(0), n_tasks, n_programs):
+            _states_fwd_task(i_task, x, h0, ht, cu_seqlens, s_xb, s_xt, T, D, ND, W, BW, BD, USE_H0, IS_VARLEN)
+    else:
+        _states_fwd_task(tl.program_id(0), x, h0, ht, cu_seqlens, s_xb, s_xt, T, D, ND, W, BW, BD, USE_H0,
+                         IS_VARLEN)
+
+
+@triton.jit
+def _states_bwd_task(
+    i_task, x, wt, bias, h0, dy, dht, dh0, cu_seqlens, s_xb, s_xt, s_dyb, s_dyt, T, D, ND,
+    W: tl.constexpr, BW: tl.constexpr, BD: tl.constexpr, ACT: tl.constexpr, HAS_BIAS: tl.constexpr,
+    HAS_DHT: tl.constexpr, IS_VARLEN: tl.constexpr,
+):
+    i_task = tl.cast(i_task, tl.int64)
+    i_n = i_task // ND
+    i_d = i_task % ND
+    i_b, bos, L = _seq_bounds(i_n, cu_seqlens, T, IS_VARLEN)
+    L32 = L.to(tl.int32)
+    o_c = tl.arange(0, BW)  # state column
+    o_d = i_d.to(tl.int32) * BD + tl.arange(0, BD)
+    m_d = o_d < D
+    m_c = o_c < W
+    p_x0 = i_b * s_xb + bos * s_xt
+    p_dy0 = i_b * s_dyb + bos * s_dyt
+    p_h0 = i_n * D * W
+    b_dh = tl.zeros([BW, BD], dtype=tl.float32)  # [BW, BD]
+    # column c feeds tap w of the output at position c - 1 - w (when inside the sequence)
+    for w in tl.static_range(W):
+        o_q = o_c - 1 - w
+        m_q = (o_q >= 0) & (o_q < L32) & m_c
+        b_dp = tl.load(dy + p_dy0 + o_q[:, None] * s_dyt + o_d[None, :], mask=m_q[:, None] & m_d[None, :],
+                       other=0.0).to(tl.float32)  # [BW, BD]
+        if ACT:
+            b_p = _pre_activation(x, h0, wt, bias, p_x0, s_xt, p_h0, o_q, 0, L32, m_q, o_d, m_d, D,
+                                  W, True, HAS_BIAS)  # [BW, BD]
+            b_s = tl.sigmoid(b_p)
+            b_dp = b_dp * b_s * (1.0 + b_p * (1.0 - b_s))
+        b_w = tl.load(wt + w * D + o_d, mask=m_d, other=0.0).to(tl.float32)  # [BD]
+        b_dh += b_dp * b_w[None, :]
+    if HAS_DHT:
+        # a sequence shorter than W passes columns L .. W - 1 of h0 to columns 0 .. W - 1 - L of ht
+        o_j = o_c - L32
+        m_j = (o_j >= 0) & m_c
+        b_dh += tl.load(dht + p_h0 + o_d[None, :] * W + o_j[:, None], mask=m_j[:, None] & m_d[None, :],
+                        other=0.0).to(tl.float32)
+    tl.store(dh0 + p_h0 + o_d[None, :] * W + o_c[:, None], b_dh.to(dh0.dtype.element_ty),
+             mask=m_c[:, None] & m_d[None, :])
+
+
+@triton.jit(do_not_specialize=["s_xb", "s_xt", "s_dyb", "s_dyt", "T", "D", "ND", "n_tasks", "n_programs"])
+def causal_conv1d_states_bwd_kernel(
+    x, wt, bias, h0, dy, dht, dh0, cu_seqlens, s_xb, s_xt, s_dyb, s_dyt, T, D, ND, n_tasks, n_programs,
+    W: tl.constexpr, BW: tl.constexpr, BD: tl.constexpr, ACT: tl.constexpr, HAS_BIAS: tl.constexpr,
+    HAS_DHT: tl.constexpr, IS_VARLEN: tl.constexpr, TASK_LOOP: tl.constexpr,
+):
+    if TASK_LOOP:
+        for i_task in tl.range(tl.program_id(0), n_tasks, n_programs):
+            _states_bwd_task(i_task, x, wt, bias, h0, dy, dht, dh0, cu_seqlens, s_xb, s_xt, s_dyb, s_dyt, T, D,
+                             ND, W, BW, BD, ACT, HAS_BIAS, HAS_DHT, IS_VARLEN)
+    else:
+        _states_bwd_task(tl.program_id(0), x, wt, bias, h0, dy, dht, dh0, cu_seqlens, s_xb, s_xt, s_dyb, s_dyt,
+                         T, D, ND, W, BW, BD, ACT, HAS_BIAS, HAS_DHT, IS_VARLEN)
+
+
+@triton.jit
+def _update_task(
+    i_task, x, cache, weight, bias, residual, y, s_xn, D, ND,
+    W: tl.constexpr, BW: tl.constexpr, BD: tl.constexpr, ACT: tl.constexpr, HAS_BIAS: tl.constexpr,
+    HAS_RESIDUAL: tl.constexpr,
+):
+    i_task = tl.cast(i_task, tl.int64)
+    i_n = i_task // ND
+    i_d = i_task % ND
+    o_d = i_d.to(tl.int32) * BD + tl.arange(0, BD)
+    o_w = tl.arange(0, BW)
+    m_d = o_d < D
+    m_w = o_w < W
+    m = m_d[:, None] & m_w[None, :]
+    # the cache is [D, W] per sequence (W innermost); the weight is read in the same [D, W] layout
+    p_c = i_n * D * W + o_d[:, None] * W + o_w[None, :]
+    b_c = tl.load(cache + p_c + 1, mask=m_d[:, None] & (o_w + 1 < W)[None, :], other=0.0).to(tl.float32)  # [BD, BW]
+    b_x = tl.load(x + i_n * s_xn + o_d, mask=m_d, other=0.0).to(tl.float32)  # [BD]
+    b_c = tl.where((o_w == W - 1)[None, :], b_x[:, None], b_c)
+    b_w = tl.load(weight + o_d[:, None] * W + o_w[None, :], mask=m, other=0.0).to(tl.float32)  # [BD, BW]
+    b_y = tl.sum(b_c * b_w, axis=1)  # [BD]
+    if HAS_BIAS:
+        b_y += tl.load(bias + o_d, mask=m_d, other=0.0).to(tl.float32)
+    if ACT:
+        b_y = b_y * tl.sigmoid(b_y)
+    if HAS_RESIDUAL:
+        b_y += tl.load(residual + i_n * D + o_d, mask=m_d, other=0.0).to(tl.float32)
+    tl.store(y + i_n * D + o_d, b_y.to(y.dtype.element_ty), mask=m_d)
+    tl.store(cache + p_c, b_c.to(cache.dtype.element_ty), mask=m)
+
+
+@triton.jit(do_not_specialize=["s_xn", "D", "ND", "n_tasks", "n_programs"])
+def causal_conv1d_update_kernel(
+    x, cache, weight, bias, residual, y, s_xn, D, ND, n_tasks, n_programs,
+    W: tl.constexpr, BW: tl.constexpr, BD: tl.constexpr, ACT: tl.constexpr, HAS_BIAS: tl.constexpr,
+    HAS_RESIDUAL: tl.constexpr, TASK_LOOP: tl.constexpr,
+):
+    if TASK_LOOP:
+        for i_task in tl.range(tl.program_id(0), n_tasks, n_programs):
+            _update_task(i_task, x, cache, weight, bias, residual, y, s_xn, D, ND, W, BW, BD, ACT, HAS_BIAS,
+                         HAS_RESIDUAL)
+    else:
+        _update_task(tl.program_id(0), x, cache, weight, bias, residual, y, s_xn, D, ND, W, BW, BD, ACT,
+                     HAS_BIAS, HAS_RESIDUAL)
+
+
+# ----------------------------------------------------------------------------- launchers
+
+
+def _n_chunks(B: int, T: int, BT: int, chunk_indices: torch.Tensor | None) -> tuple[int, int]:
+    NT = triton.cdiv(T, BT)
+    return NT, (chunk_indices.shape[0] if chunk_indices is not None else B * NT)
+
+
+def causal_conv1d_fwd(x, wt, bias, residual, initial_state, activation, cu_seqlens, chunk_indices, BT, BD):
+    """Launch the forward: ``x`` ``[B, T, D]`` (channel stride 1), ``wt`` ``[W, D]``. Returns
+    ``y`` ``[B, T, D]`` contiguous in ``x.dtype``."""
+    B, T, D = x.shape
+    W = wt.shape[0]
+    NT, NC = _n_chunks(B, T, BT, chunk_indices)
+    ND = triton.cdiv(D, BD)
+    y = torch.empty(B, T, D, dtype=x.dtype, device=x.device)
+    plan = task_plan(NC * ND, "vector")
+    causal_conv1d_fwd_kernel[plan.grid](
+        x=x, wt=wt, bias=bias, residual=residual, h0=initial_state, y=y, chunk_indices=chunk_indices,
+        cu_seqlens=cu_seqlens, s_xb=x.stride(0), s_xt=x.stride(1), T=T, D=D, NT=NT, ND=ND,
+        n_tasks=plan.n_tasks, n_programs=plan.n_programs, W=W, BT=BT, BD=BD,
+        ACT=activation is not None, HAS_BIAS=bias is not None, HAS_RESIDUAL=residual is not None,
+        USE_H0=initial_state is not None, IS_VARLEN=cu_seqlens is not None, TASK_LOOP=plan.task_loop,
+        **launch_options(num_warps=4),
+    )
+    return y
+
+
+def causal_conv1d_states_fwd(x, W, initial_state, cu_seqlens, BD, dtype):
+    """Final states ``[N, D, W]`` in ``dtype``: the last ``W`` inputs of each sequence."""
+    B, T, D = x.shape
+    N = cu_seqlens.numel() - 1 if cu_seqlens is not None else B
+    ND = triton.cdiv(D, BD)
+    ht = torch.empty(N, D, W, dtype=dtype, device=x.device)
+    plan = task_plan(N * ND, "vector")
+    causal_conv1d_states_fwd_kernel[plan.grid](
+        x=x, h0=initial_state, ht=ht, cu_seqlens=cu_seqlens, s_xb=x.stride(0), s_xt=x.stride(1), T=T, D=D,
+        ND=ND, n_tasks=plan.n_tasks, n_programs=plan.n_programs, W=W, BW=triton.next_power_of_2(W), BD=BD,
+        USE_H0=initial_state is not None, IS_VARLEN=cu_seqlens is not None, TASK_LOOP=plan.task_loop,
+        **launch_options(num_warps=4),
+    )
+    return ht
+
+
+def causal_conv1d_bwd(x, wt, bias, initial_state, dy, dht, activation, cu_seqlens, chunk_indices, BT, BD):
+    """Launch the backward. Returns ``(dx [B, T, D] in x.dtype, dwt [W, D] float32, db [D] float32 or
+    None, dh0 [N, D, W] in the initial state's dtype or None)``."""
+    B, T, D = x.shape
+    W = wt.shape[0]
+    NT, NC = _n_chunks(B, T, BT, chunk_indices)
+    ND = triton.cdiv(D, BD)
+    if dy.stride(-1) != 1:
+        dy = dy.contiguous()
+    dx = torch.empty(B, T, D, dtype=x.dtype, device=x.device)
+    dw_part = torch.empty(NC, W, D, dtype=torch.float32, device=x.device)
+    db_part = torch.empty(NC, D, dtype=torch.float32, device=x.device) if bias is not None else None
+    plan = task_plan(NC * ND, "vector")
+    common = dict(x=x, wt=wt, bias=bias, h0=initial_state, dy=dy, dht=dht, cu_seqlens=cu_seqlens,
+                  s_xb=x.stride(0), s_xt=x.stride(1), s_dyb=dy.stride(0), s_dyt=dy.stride(1), T=T, D=D, ND=ND)
+    causal_conv1d_bwd_kernel[plan.grid](
+        **common, dx=dx, dw_part=dw_part, db_part=db_part, chunk_indices=chunk_indices, NT=NT,
+        n_tasks=plan.n_tasks, n_programs=plan.n_programs, W=W, BT=BT, BD=BD, ACT=activation is not None,
+        HAS_BIAS=bias is not None, USE_H0=initial_state is not None, HAS_DHT=dht is not None,
+        IS_VARLEN=cu_seqlens is not None, TASK_LOOP=plan.task_loop, **launch_options(num_warps=4),
+    )
+    dwt = dw_part.sum(0)
+    db = db_part.sum(0) if db_part is not None else None
+    dh0 = None
+    if initial_state is not None:
+        N = initial_state.shape[0]
+        dh0 = torch.empty_like(initial_state)
+        plan = task_plan(N * ND, "vector")
+        causal_conv1d_states_bwd_kernel[plan.grid](
+            **common, dh0=dh0, n_tasks=plan.n_tasks, n_programs=plan.n_programs, W=W,
+            BW=triton.next_power_of_2(W), BD=BD, ACT=activation is not None, HAS_BIAS=bias is not None,
+            HAS_DHT=dht is not None, IS_VARLEN=cu_seqlens is not None, TASK_LOOP=plan.task_loop,
+            **launch_options(num_warps=4),
+        )
+    return dx, dwt, db, dh0
+
+
+class CausalConv1dFunction(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, weight, bias, residual, initial_state, output_final_state, activation, cu_seqlens):
+        D, W = weight.shape
+        BT, BD = _tiles(D)
+        chunk_indices = prepare_chunk_indices(cu_seqlens, BT) if cu_seqlens is not None else None
+        wt = weight.t().contiguous()  # [W, D]: each tap a contiguous row (NPU layout rule)
+        y = causal_conv1d_fwd(x, wt, bias, residual, initial_state, activation, cu_seqlens, chunk_indices, BT, BD)
+        ht = None
+        if output_final_state:
+            dtype = initial_state.dtype if initial_state is not None else x.dtype
+            ht = causal_conv1d_states_fwd(x, W, initial_state, cu_seqlens, BD, dtype)
+        ctx.save_for_backward(x, wt, bias, initial_state, cu_seqlens, chunk_indices)
+        ctx.meta = (activation, BT, BD, weight.dtype, residual is not None)
+        return y, ht
+
+    @staticmethod
+    def backward(ctx, dy, dht):
+        x, wt, bias, initial_state, cu_seqlens, chunk_indices = ctx.saved_tensors
+        activation, BT, BD, w_dtype, has_residual = ctx.meta
+        dx, dwt, db, dh0 = causal_conv1d_bwd(x, wt, bias, initial_state, dy, dht, activation, cu_seqlens,
+                                             chunk_indices, BT, BD)
+        dw = dwt.t().to(w_dtype)
+        db = db.to(bias.dtype) if db is not None else None
+        dres = dy if has_residual else None
+        return dx, dw, db, dres, dh0, None, None, None
+
+
+# ----------------------------------------------------------------------------- public API
+
+
+def _check_activation(activation):
+    if activation not in ACTIVATIONS:
+        raise ValueError(f"activation must be one of None, 'silu', 'swish'; got {activation!r}")
+    return None if activation is None else "silu"
+
+
+def _check_weight(weight, D):
+    check_tensor("weight", weight)
+    if weight.dim() == 3 and weight.shape[1] == 1:  # nn.Conv1d depthwise layout [D, 1, W]
+        weight = weight.squeeze(1)
+    if weight.dim() != 2 or weight.shape[0] != D:
+        raise ValueError(f"weight must have shape [D={D}, W] (or [D, 1, W]), got {tuple(weight.shape)}")
+    W = weight.shape[1]
+    if not 1 <= W <= MAX_W:
+        raise ValueError(f"weight's kernel width W must be in [1, {MAX_W}], got {W}")
+    return weight, W
+
+
+def causal_conv1d(
+    x: torch.Tensor,
+    weight: torch.Tensor,
+    bias: torch.Tensor | None = None,
+    residual: torch.Tensor | None = None,
+    initial_state: torch.Tensor | None = None,
+    output_final_state: bool = False,
+    activation: str | None = None,
+    cu_seqlens: torch.Tensor | None = None,
+    **kwargs,
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """Causal depthwise convolution over time, flash-linear-attention's ``causal_conv1d``.
+
+    ``y[b, t, d] = act(bias[d] + sum_w weight[d, w] * x[b, t - (W - 1) + w, d]) + residual[b, t, d]``,
+    where positions before a sequence's start read columns ``1 .. W - 1`` of ``initial_state``
+    (zeros without one). Differentiable in ``x``, ``weight``, ``bias``, ``residual`` and
+    ``initial_state``, including through the returned final state.
+
+    Args:
+        x: ``[B, T, D]`` float32 / float16 / bfloat16. Any strides with the channel axis of stride 1
+            (a ``q``/``k``/``v`` slice of one projection) are read without a copy.
+        weight: ``[D, W]`` (or ``nn.Conv1d``'s depthwise ``[D, 1, W]``), ``1 <= W <= 16``.
+        bias: ``[D]`` or ``None``.
+        residual: ``[B, T, D]`` added after the activation, or ``None``.
+        initial_state: ``[N, D, W]``, the last ``W`` inputs before each sequence (newest in column
+            ``W - 1``); ``N = B``, or the number of sequences with ``cu_seqlens``.
+        output_final_state: also return the final state ``[N, D, W]`` (dtype of ``initial_state``,
+            else of ``x``).
+        activation: ``None``, ``"silu"`` or ``"swish"`` (the same function).
+        cu_seqlens: ``[N + 1]`` int32/int64 boundaries of sequences packed along ``T`` (needs
+            ``B == 1``); sequences may be shorter than ``W`` (even empty).
+        **kwargs: flash-linear-attention-only arguments (``backend``, ``cu_seqlens_cpu``,
+            ``chunk_indices``) are accepted and ignored; any other name raises ``TypeError``.
+
+    Returns:
+        ``(y, final_state)``: ``y`` ``[B, T, D]`` contiguous in ``x.dtype``; ``final_state`` or ``None``.
+
+    Raises:
+        TypeError: non-tensor or non-float arguments, unknown keyword arguments.
+        ValueError: wrong shapes, ``D`` or ``W`` mismatches between ``x``, ``weight``, ``bias``,
+            ``residual`` and ``initial_state``, unknown activation, invalid ``cu_seqlens`` (including
+            ``B != 1``), tensors on several devices, or more than 2**31 - 1 elements.
+    """
+    unknown = set(kwargs) - {"backend", "cu_seqlens_cpu", "chunk_indices"}
+    if unknown:
+        raise TypeError(f"causal_conv1d got unexpected keyword arguments {sorted(unknown)}")
+    check_tensor("x", x)
+    if x.dim() != 3:
+        raise ValueError(f"x must have shape [B, T, D], got {tuple(x.shape)}")
+    B, T, D = x.shape
+    weight, W = _check_weight(weight, D)
+    activation = _check_activation(activation)
+    if bias is not None:
+        check_tensor("bias", bias, shape=(D,))
+    if residual is not None:
+        check_tensor("residual", residual, shape=(B, T, D))
+        residual = residual.contiguous()
+    if cu_seqlens is not None:
+        check_cu_seqlens(cu_seqlens, B, T)
+    N = cu_seqlens.numel() - 1 if cu_seqlens is not None else B
+    if initial_state is not None:
+        check_tensor("initial_state", initial_state)
+        if initial_state.dim() != 3 or initial_state.shape[:2] != (N, D):
+            raise ValueError(f"initial_state must have shape [N={N}, D={D}, W={W}], got {tuple(initial_state.shape)}")
+        if initial_state.shape[2] != W:
+            raise ValueError(f"initial_state's width must equal weight's W={W}, got {initial_state.shape[2]}")
+        initial_state = initial_state.contiguous()
+    if not isinstance(output_final_state, bool):
+        raise TypeError(f"output_final_state must be a bool, got {type(output_final_state).__name__}")
+    check_same_device(x=x, weight=weight, bias=bias, residual=residual, initial_state=initial_state,
+                      cu_seqlens=cu_seqlens)
+    check_int32_offsets("x", B * T * D)
+    if x.stride(-1) != 1:
+        x = x.contiguous()
+    return CausalConv1dFunction.apply(x, weight, bias, residual, initial_state, output_final_state, activation,
+                                      cu_seqlens)
+
+
+def causal_conv1d_update(
+    x: torch.Tensor,
+    cache: torch.Tensor,
+    residual: torch.Tensor | None = None,
+    weight: torch.Tensor | None = None,
+    bias: torch.Tensor | None = None,
+    activation: str | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """One decode step of :func:`causal_conv1d` per sequence, flash-linear-attention's argument order.
+
+    The cache is shifted left by one column, ``x`` written into column ``W - 1``, and the output is
+    ``act(bias + sum_w weight[:, w] * cache[:, :, w]) + residual``. Forward only (no autograd).
+
+    Args:
+        x: ``[N, D]``, or ``[N, 1, D]`` / ``[1, N, D]`` (one token per sequence); channel stride 1.
+        cache: ``[N, D, W]``, contiguous; updated in place.
+        residual: like ``x``, or ``None``.
+        weight: ``[D, W]`` or ``[D, 1, W]``; required.
+        bias: ``[D]`` or ``None``.
+        activation: ``None``, ``"silu"`` or ``"swish"``.
+
+    Returns:
+        ``(y, cache)``: ``y`` with ``x``'s shape and dtype; the same ``cache`` object, updated.
+
+    Raises:
+        TypeError: non-float tensors, or ``weight`` missing.
+        ValueError: shape / ``D`` / ``W`` mismatches, non-contiguous cache, unknown activation.
+    """
+    check_tensor("x", x)
+    shape = x.shape
+    if x.dim() == 3 and (x.shape[0] == 1 or x.shape[1] == 1):
+        x2 = x.reshape(-1, x.shape[-1]) if x.shape[1] == 1 else x[0]
+    elif x.dim() == 2:
+        x2 = x
+    else:
+        raise ValueError(f"x must have shape [N, D], [N, 1, D] or [1, N, D], got {tuple(shape)}")
+    if x2.stride(-1) != 1:
+        x2 = x2.contiguous()
+    N, D = x2.shape
+    if weight is None:
+        raise TypeError("causal_conv1d_update needs weight [D, W]; got None")
+    weight, W = _check_weight(weight, D)
+    activation = _check_activation(activation)
+    check_tensor("cache", cache)
+    if cache.dim() != 3 or cache.shape[:2] != (N, D):
+        raise ValueError(f"cache must have shape [N={N}, D={D}, W={W}], got {tuple(cache.shape)}")
+    if cache.shape[2] != W:
+        raise ValueError(f"cache's width must equal weight's W={W}, got {cache.shape[2]}")
+    if not cache.is_contiguous():
+        raise ValueError("cache must be contiguous (it is updated in place)")
+    if bias is not None:
+        check_tensor("bias", bias, shape=(D,))
+    if residual is not None:
+        check_tensor("residual", residual)
+        if residual.numel() != N * D:
+            raise ValueError(f"residual must have x's shape {tuple(shape)}, got {tuple(residual.shape)}")
+        residual = residual.reshape(N, D).contiguous()
+    check_same_device(x=x, cache=cache, weight=weight, bias=bias, residual=residual)
+    weight = weight.contiguous()
+    BD = min(128, triton.next_power_of_2(D))
+    ND = triton.cdiv(D, BD)
+    y = torch.empty(N, D, dtype=x.dtype, device=x.device)
+    plan = task_plan(N * ND, "vector")
+    causal_conv1d_update_kernel[plan.grid](
+        x=x2, cache=cache, weight=weight, bias=bias, residual=residual, y=y, s_xn=x2.stride(0), D=D, ND=ND,
+        n_tasks=plan.n_tasks, n_programs=plan.n_programs, W=W, BW=triton.next_power_of_2(W), BD=BD,
+        ACT=activation is not None, HAS_BIAS=bias is not None, HAS_RESIDUAL=residual is not None,
+        TASK_LOOP=plan.task_loop, **launch_options(num_warps=4),
+    )
+    return y.view(shape), cache

@@ -1,0 +1,196 @@
+"""CPU-tier tests of causal_conv1d / causal_conv1d_update against the F.conv1d reference
+(issue 4: ratio <= 1e-3 for outputs and every gradient)."""
+import pytest
+import torch
+
+from fla_ascend import backend
+from fla_ascend.ops.causal_conv1d import causal_conv1d, causal_conv1d_update
+from fla_ascend.ops.causal_conv1d.reference import causal_conv1d_ref, causal_conv1d_update_ref
+from fla_ascend.ops.utils import rel_rmse
+
+TOL = 1e-3
+
+
+def _check(B, T, D, W, device, dtype=torch.float32, activation="silu", use_bias=True, use_residual=False,
+           use_h0=False, final=False, cu_seqlens=None, x=None, dy_transform=None, tol=TOL):
+    N = len(cu_seqlens) - 1 if cu_seqlens is not None else B
+    if x is None:
+        x = torch.randn(B, T, D, device=device).to(dtype)
+    x = x.detach().requires_grad_()
+    w = (torch.randn(D, W, device=device) / W**0.5).to(dtype).requires_grad_()
+    b = torch.randn(D, device=device).to(dtype).requires_grad_() if use_bias else None
+    r = torch.randn(B, T, D, device=device).to(dtype).requires_grad_() if use_residual else None
+    h0 = torch.randn(N, D, W, device=device).to(dtype).requires_grad_() if use_h0 else None
+    cu = torch.tensor(cu_seqlens, dtype=torch.int32, device=device) if cu_seqlens is not None else None
+    y, ht = causal_conv1d(x, w, b, r, h0, final, activation, cu)
+    assert y.shape == (B, T, D) and y.dtype == dtype
+    assert (ht is not None) == final
+    dy = torch.randn(B, T, D, device=device).to(dtype)
+    if dy_transform is not None:
+        dy = dy_transform(dy)
+    outs, grads = [y], [dy]
+    if final:
+        assert ht.shape == (N, D, W)
+        outs.append(ht)
+        grads.append(torch.randn_like(ht))
+    inputs = [t for t in (x, w, b, r, h0) if t is not None]
+    got = torch.autograd.grad(outs, inputs, grads)
+    # float32 reference on the same (rounded) inputs
+    ref_in = [t.detach().float().requires_grad_() for t in inputs]
+    it = iter(ref_in)
+    xr, wr = next(it), next(it)
+    br = next(it) if use_bias else None
+    rr = next(it) if use_residual else None
+    hr = next(it) if use_h0 else None
+    yr, htr = causal_conv1d_ref(xr, wr, br, rr, hr, final, activation, cu)
+    want = torch.autograd.grad([yr] + ([htr] if final else []), ref_in, [g.float() for g in grads])
+    assert rel_rmse(yr, y) <= tol, ("y", rel_rmse(yr, y))
+    if final:
+        assert rel_rmse(htr, ht) <= tol, ("final_state", rel_rmse(htr, ht))
+    for name, a, g in zip(["dx", "dweight", "dbias", "dresidual", "dh0"], want, got):
+        assert g.shape == a.shape
+        assert rel_rmse(a, g) <= tol, (name, rel_rmse(a, g))
+
+
+@pytest.mark.parametrize("T", [1, 2, 3, 4, 63, 64, 65, 500])
+def test_conv_lengths(T, device):
+    # long T without the activation: its backward recomputes W x W taps (slow under the interpreter)
+    _check(2 if T < 100 else 1, T, 128, 4, device, activation="silu" if T < 100 else None,
+           use_h0=True, final=True, use_residual=True)
+
+
+@pytest.mark.parametrize("D", [128, 200, 1024])
+@pytest.mark.parametrize("W", [2, 3, 4])
+def test_conv_widths_channels(D, W, device):
+    _check(1, 65 if D < 1024 else 17, D, W, device, use_h0=W != 3, final=True)
+
+
+@pytest.mark.parametrize("activation", [None, "swish"])
+def test_conv_no_activation_no_bias(activation, device):
+    _check(2, 40, 72, 4, device, activation=activation, use_bias=False, use_h0=True, final=True)
+
+
+def test_conv_large_width(device):
+    _check(1, 20, 32, 7, device, use_h0=True, final=True)
+
+
+def test_conv_fp16(device):
+    _check(1, 65, 200, 4, device, dtype=torch.float16, use_h0=True, final=True, use_residual=True, tol=5e-3)
+
+
+@pytest.mark.parametrize("cu", [[0, 1, 2, 40, 40, 70], [0, 3, 5, 6, 70], [0, 70]])
+@pytest.mark.parametrize("use_h0", [True, False])
+def test_conv_varlen(cu, use_h0, device):
+    # segments of 0, 1, 2 and 3 tokens (shorter than W - 1 = 3) with initial and final states
+    _check(1, 70, 128, 4, device, use_h0=use_h0, final=True, cu_seqlens=cu, use_residual=True)
+
+
+def test_conv_strided_x_and_dy(device):
+    # x is the middle third of one projection (strided view, channel stride 1); dy non-contiguous
+    proj = torch.randn(2, 33, 3 * 96, device=device)
+    x = proj[:, :, 96:192]
+    assert not x.is_contiguous()
+    _check(2, 33, 96, 4, device, x=x, use_h0=True, final=True,
+           dy_transform=lambda d: d.transpose(0, 1).contiguous().transpose(0, 1))
+
+
+def test_conv_strided_x_no_copy(device, monkeypatch):
+    import fla_ascend.ops.causal_conv1d.conv as conv
+
+    seen = {}
+    orig = conv.causal_conv1d_fwd
+
+    def spy(x, *a, **k):
+        seen["ptr"] = x.data_ptr()
+        return orig(x, *a, **k)
+
+    monkeypatch.setattr(conv, "causal_conv1d_fwd", spy)
+    proj = torch.randn(1, 9, 3 * 64, device=device)
+    x = proj[:, :, 64:128]
+    causal_conv1d(x, torch.randn(64, 4, device=device), activation="silu")
+    assert seen["ptr"] == x.data_ptr()
+
+
+def test_conv_dweight_deterministic(device):
+    x = torch.randn(2, 130, 64, device=device, requires_grad=True)
+    w = torch.randn(64, 4, device=device, requires_grad=True)
+    b = torch.randn(64, device=device, requires_grad=True)
+    dy = torch.randn(2, 130, 64, device=device)
+    g1 = torch.autograd.grad(causal_conv1d(x, w, b, activation="silu")[0], (w, b), dy)
+    g2 = torch.autograd.grad(causal_conv1d(x, w, b, activation="silu")[0], (w, b), dy)
+    assert torch.equal(g1[0], g2[0]) and torch.equal(g1[1], g2[1])
+
+
+def test_conv_weight_conv1d_layout(device):
+    x = torch.randn(1, 10, 32, device=device)
+    w = torch.randn(32, 1, 4, device=device)
+    y, _ = causal_conv1d(x, w, activation="silu")
+    yr, _ = causal_conv1d_ref(x, w.squeeze(1), activation="silu")
+    assert rel_rmse(yr, y) <= TOL
+
+
+@pytest.mark.parametrize("W", [2, 4])
+def test_update_matches_full_sequence(W, device):
+    N, T, D = 3, 6, 200
+    x = torch.randn(N, T, D, device=device)
+    w = torch.randn(D, W, device=device)
+    b = torch.randn(D, device=device)
+    h0 = torch.randn(N, D, W, device=device)
+    y_full, ht = causal_conv1d(x, w, b, initial_state=h0, output_final_state=True, activation="silu")
+    cache = h0.clone()
+    ptr = cache.data_ptr()
+    for t in range(T):
+        y_t, cache_out = causal_conv1d_update(x[:, t], cache, weight=w, bias=b, activation="silu")
+        assert cache_out.data_ptr() == ptr
+        assert rel_rmse(y_full[:, t], y_t) <= TOL
+    assert rel_rmse(ht, cache) <= TOL
+
+
+def test_update_vs_reference_shapes_residual(device):
+    N, D, W = 4, 96, 3
+    x = torch.randn(N, 1, D, device=device)
+    cache = torch.randn(N, D, W, device=device)
+    w = torch.randn(D, W, device=device)
+    res = torch.randn(N, 1, D, device=device)
+    yr, cr = causal_conv1d_update_ref(x[:, 0], cache, w, None, None, res[:, 0])
+    y, c = causal_conv1d_update(x, cache, res, w)
+    assert y.shape == x.shape
+    assert rel_rmse(yr, y[:, 0]) <= TOL and rel_rmse(cr, c) <= TOL
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("cu", [None, [0, 1, 2, 300, 301, 1000]])
+def test_conv_gpu_bf16(cu, device):
+    B = 1 if cu is not None else 2
+    _check(B, 1000, 1024, 4, device, dtype=torch.bfloat16, use_h0=True, final=True, use_residual=True,
+           cu_seqlens=cu, tol=1e-2)
+
+
+@pytest.mark.slow
+def test_conv_long(device):
+    _check(2, 2000, 1024, 4, device, use_h0=True, final=True, use_residual=True)
+
+
+def test_conv_bad_input(device):
+    x = torch.randn(2, 5, 16, device=device)
+    w = torch.randn(16, 4, device=device)
+    with pytest.raises(ValueError, match=r"weight must have shape \[D=16"):
+        causal_conv1d(x, torch.randn(8, 4, device=device))
+    with pytest.raises(ValueError, match="W=4"):
+        causal_conv1d(x, w, initial_state=torch.randn(2, 16, 3, device=device))
+    with pytest.raises(ValueError, match="activation must be one of"):
+        causal_conv1d(x, w, activation="relu")
+    with pytest.raises(ValueError, match="B must be 1"):
+        causal_conv1d(x, w, cu_seqlens=torch.tensor([0, 5], dtype=torch.int32, device=device))
+    with pytest.raises(TypeError, match="x must have dtype"):
+        causal_conv1d(x.to(torch.int32), w)
+    with pytest.raises(ValueError, match="bias must have shape"):
+        causal_conv1d(x, w, bias=torch.randn(15, device=device))
+    with pytest.raises(ValueError, match="x must have shape"):
+        causal_conv1d(x[0], w)
+    with pytest.raises(ValueError, match="cache's width"):
+        causal_conv1d_update(x[:, 0], torch.randn(2, 16, 3, device=device), weight=w)
+    with pytest.raises(ValueError, match="cache must have shape"):
+        causal_conv1d_update(x[:, 0], torch.randn(2, 8, 4, device=device), weight=w)
+    with pytest.raises(TypeError, match="unexpected keyword"):
+        causal_conv1d(x, w, bogus=1)
