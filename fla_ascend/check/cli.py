@@ -15,10 +15,14 @@ def worker_env() -> dict:
     return env
 
 
-def run_worker(argv: list[str], **kwargs) -> subprocess.CompletedProcess:
+def run_worker(argv: list[str], extra_path: str | None = None, **kwargs) -> subprocess.CompletedProcess:
     """Run ``python -m fla_ascend.check.worker *argv`` in a clean process; returns the
-    ``CompletedProcess`` (``kwargs`` go to ``subprocess.run``)."""
-    return subprocess.run([sys.executable, "-m", "fla_ascend.check.worker", *argv], env=worker_env(), **kwargs)
+    ``CompletedProcess`` (``kwargs`` go to ``subprocess.run``). ``extra_path`` is prepended to
+    ``PYTHONPATH`` (tests use it to load a registry of test kernels)."""
+    env = worker_env()
+    if extra_path:
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (extra_path, env.get("PYTHONPATH", "")) if p)
+    return subprocess.run([sys.executable, "-m", "fla_ascend.check.worker", *argv], env=env, **kwargs)
 
 
 def register(sub) -> None:

@@ -196,7 +196,8 @@ KERNELS: dict[str, KernelInfo] = {
         "vector", CONV_SCENARIOS, tiles=[Tile(("BW", "BD"), "fp32", "last inputs")]),
     _M + "causal_conv1d.conv.causal_conv1d_states_bwd_kernel": KernelInfo(
         "vector", CONV_SCENARIOS,
-        tiles=[Tile(("BW", "BD"), "fp32", "dh", buffered=False), Tile(("BW", "BD"), "fp32", "dht"),
+        tiles=[Tile(("W", "BW", "BD"), "fp32", "per-tap windows (the tap loop is unrolled)"),
+               Tile(("BW", "BD"), "fp32", "dh", buffered=False), Tile(("BW", "BD"), "fp32", "dht"),
                Tile(("BW", "BD"), "fp32", "window"), Tile(("BW", "BD"), "fp32", "pre-activation")]),
     _M + "causal_conv1d.conv.causal_conv1d_update_kernel": KernelInfo(
         "vector", CONV_UPDATE_SCENARIOS,
