@@ -65,3 +65,75 @@ def test_l2norm_bad_input(device):
         l2norm(torch.ones(2, 4, device=device), eps=-1.0)
     with pytest.raises(TypeError, match="eps must be a float"):
         l2norm(torch.ones(2, 4, device=device), eps="1")
+
+
+# ----------------------------------------------------------------------------- gated RMSNorm
+from fla_ascend.ops.norm import FusedRMSNormGated, rms_norm_gated  # noqa: E402
+from fla_ascend.ops.norm.reference import rms_norm_gated_ref  # noqa: E402
+
+
+def _check_rmsg(shape, dtype, device, activation="swish", use_g=True, use_w=True, use_b=False, eps=1e-5):
+    D = shape[-1]
+    x = torch.randn(shape, device=device).to(dtype).requires_grad_()
+    g = torch.randn(shape, device=device).to(dtype).requires_grad_() if use_g else None
+    w = (1 + 0.1 * torch.randn(D, device=device)).to(dtype).requires_grad_() if use_w else None
+    b = (0.1 * torch.randn(D, device=device)).to(dtype).requires_grad_() if use_b else None
+    dy = torch.randn(shape, device=device).to(dtype)
+    y = rms_norm_gated(x, g, w, b, activation=activation, eps=eps)
+    assert y.shape == x.shape and y.dtype == dtype
+    ins = [t for t in (x, g, w, b) if t is not None]
+    got = torch.autograd.grad(y, ins, dy)
+    ref_in = [t.detach().float().requires_grad_() for t in ins]
+    it = iter(ref_in)
+    xr = next(it)
+    gr = next(it) if use_g else None
+    wr = next(it) if use_w else None
+    br = next(it) if use_b else None
+    yr = rms_norm_gated_ref(xr, gr, wr, br, eps=eps, activation=activation)
+    want = torch.autograd.grad(yr, ref_in, dy.float())
+    assert rel_rmse(yr, y) <= TOL, rel_rmse(yr, y)
+    for a, b_ in zip(want, got):
+        assert rel_rmse(a, b_) <= TOL, rel_rmse(a, b_)
+
+
+@pytest.mark.parametrize("dtype", _dtypes())
+@pytest.mark.parametrize("shape", [(2, 7, 4, 128), (33, 200), (3, 1024), (2, 8192)])
+def test_rms_norm_gated(shape, dtype, device):
+    _check_rmsg(shape, dtype, device)
+
+
+@pytest.mark.parametrize("activation", ["sigmoid", "silu"])
+def test_rms_norm_gated_variants(activation, device):
+    _check_rmsg((9, 64), torch.float32, device, activation=activation, use_b=True)
+    _check_rmsg((9, 64), torch.float32, device, activation=activation, use_g=False, use_w=False)
+
+
+def test_fused_rms_norm_gated_module(device):
+    m = FusedRMSNormGated(96, eps=1e-5).to(device)
+    assert m.eps == 1e-5 and torch.equal(m.weight.detach(), torch.ones(96, device=device))
+    with torch.no_grad():
+        m.weight.mul_(1.5)
+    x, g = torch.randn(5, 96, device=device), torch.randn(5, 96, device=device)
+    assert rel_rmse(rms_norm_gated_ref(x, g, m.weight.detach(), eps=1e-5), m(x, g)) <= TOL
+    y = m(x.requires_grad_(), g)
+    y.sum().backward()
+    assert m.weight.grad is not None and m.weight.grad.shape == (96,)
+
+
+@pytest.mark.gpu
+def test_rms_norm_gated_gpu_bf16(device):
+    _check_rmsg((4, 4096, 32, 128), torch.bfloat16, device)
+
+
+def test_rms_norm_gated_bad_input(device):
+    x = torch.randn(3, 16, device=device)
+    with pytest.raises(ValueError, match="activation must be one of"):
+        rms_norm_gated(x, x, None, activation="relu")
+    with pytest.raises(ValueError, match="g must have x's shape"):
+        rms_norm_gated(x, x[:2], None)
+    with pytest.raises(ValueError, match="weight must have shape"):
+        rms_norm_gated(x, x, torch.ones(15, device=device))
+    with pytest.raises(TypeError, match="x must have dtype"):
+        rms_norm_gated(x.long(), None, None)
+    with pytest.raises(ValueError, match="activation must be one of"):
+        FusedRMSNormGated(16, activation="gelu")

@@ -1,0 +1,300 @@
+"""Gated RMSNorm of GatedDeltaNet outputs: ``y = x * rstd * weight (+ bias) * act(g)``.
+
+``rstd = 1 / sqrt(mean(x^2) + eps)`` over the last dimension, ``act`` swish (``g * sigmoid(g)``,
+the default) or sigmoid. Rows are independent: a task is ``BM`` whole rows (``D <= 8192``). The
+backward writes ``dx``, ``dg`` and per-task partial sums of ``dweight`` / ``dbias`` that the host
+reduces with ``torch.sum`` (deterministic, no atomics).
+"""
+from __future__ import annotations
+
+import torch
+import torch.nn as nn
+import triton
+import triton.language as tl
+
+from fla_ascend.backend import launch_options
+from fla_ascend.ops.norm.l2norm import MAX_D, row_block
+from fla_ascend.ops.utils.validation import check_same_device, check_tensor
+from fla_ascend.tiling import check_int32_offsets, task_plan
+
+GATE_ACTIVATIONS = ("swish", "silu", "sigmoid")
+
+
+@triton.jit
+def _rms_gated_fwd_task(
+    i_m, x, g, weight, bias, y, rstd, M, D, eps,
+    BM: tl.constexpr, BD: tl.constexpr, HAS_G: tl.constexpr, HAS_WEIGHT: tl.constexpr, HAS_BIAS: tl.constexpr,
+    SWISH: tl.constexpr,
+):
+    r0 = tl.cast(i_m, tl.int64) * BM
+    o_r = tl.arange(0, BM)
+    o_d = tl.arange(0, BD)
+    m_r = o_r < M - r0
+    m_d = o_d < D
+    m = m_r[:, None] & m_d[None, :]
+    p = r0 * D + o_r[:, None] * D + o_d[None, :]
+    b_x = tl.load(x + p, mask=m, other=0.0).to(tl.float32)  # [BM, BD]
+    b_rstd = 1.0 / tl.sqrt(tl.sum(b_x * b_x, axis=1) / D + eps)  # [BM]
+    b_y = b_x * b_rstd[:, None]  # [BM, BD]
+    if HAS_WEIGHT:
+        b_y = b_y * tl.load(weight + o_d, mask=m_d, other=0.0).to(tl.float32)[None, :]
+    if HAS_BIAS:
+        b_y = b_y + tl.load(bias + o_d, mask=m_d, other=0.0).to(tl.float32)[None, :]
+    if HAS_G:
+        b_g = tl.load(g + p, mask=m, other=0.0).to(tl.float32)  # [BM, BD]
+        if SWISH:
+            b_y = b_y * b_g * tl.sigmoid(b_g)
+        else:
+            b_y = b_y * tl.sigmoid(b_g)
+    tl.store(y + p, b_y.to(y.dtype.element_ty), mask=m)
+    tl.store(rstd + r0 + o_r, b_rstd, mask=m_r)
+
+
+@triton.jit(do_not_specialize=["M", "D", "eps", "n_tasks", "n_programs"])
+def rms_norm_gated_fwd_kernel(
+    x, g, weight, bias, y, rstd, M, D, eps, n_tasks, n_programs,
+    BM: tl.constexpr, BD: tl.constexpr, HAS_G: tl.constexpr, HAS_WEIGHT: tl.constexpr, HAS_BIAS: tl.constexpr,
+    SWISH: tl.constexpr, TASK_LOOP: tl.constexpr,
+):
+    if TASK_LOOP:
+        for i_m in tl.range(tl.program_id(0), n_tasks, n_programs):
+            _rms_gated_fwd_task(i_m, x, g, weight, bias, y, rstd, M, D, eps, BM, BD, HAS_G, HAS_WEIGHT, HAS_BIAS,
+                                SWISH)
+    else:
+        _rms_gated_fwd_task(tl.program_id(0), x, g, weight, bias, y, rstd, M, D, eps, BM, BD, HAS_G, HAS_WEIGHT,
+                            HAS_BIAS, SWISH)
+
+
+@triton.jit
+def _rms_gated_bwd_task(
+    i_m, x, g, weight, bias, rstd, dy, dx, dg, dw_part, db_part, M, D,
+    BM: tl.constexpr, BD: tl.constexpr, HAS_G: tl.constexpr, HAS_WEIGHT: tl.constexpr, HAS_BIAS: tl.constexpr,
+    SWISH: tl.constexpr,
+):
+    i_m = tl.cast(i_m, tl.int64)
+    r0 = i_m * BM
+    o_r = tl.arange(0, BM)
+    o_d = tl.arange(0, BD)
+    m_r = o_r < M - r0
+    m_d = o_d < D
+    m = m_r[:, None] & m_d[None, :]
+    p = r0 * D + o_r[:, None] * D + o_d[None, :]
+    b_rstd = tl.load(rstd + r0 + o_r, mask=m_r, other=0.0)  # [BM]
+    b_xh = tl.load(x + p, mask=m, other=0.0).to(tl.float32) * b_rstd[:, None]  # [BM, BD]
+    b_dn = tl.load(dy + p, mask=m, other=0.0).to(tl.float32)  # [BM, BD] gradient of the normed value
+    if HAS_WEIGHT:
+        b_w = tl.load(weight + o_d, mask=m_d, other=0.0).to(tl.float32)  # [BD]
+    if HAS_G:
+        b_n = b_xh
+        if HAS_WEIGHT:
+            b_n = b_n * b_w[None, :]
+        if HAS_BIAS:
+            b_n = b_n + tl.load(bias + o_d, mask=m_d, other=0.0).to(tl.float32)[None, :]
+        b_g = tl.load(g + p, mask=m, other=0.0).to(tl.float32)  # [BM, BD]
+        b_s = tl.sigmoid(b_g)
+        if SWISH:
+            b_dg = b_dn * b_n * b_s * (1.0 + b_g * (1.0 - b_s))
+            b_dn = b_dn * b_g * b_s
+        else:
+            b_dg = b_dn * b_n * b_s * (1.0 - b_s)
+            b_dn = b_dn * b_s
+        tl.store(dg + p, b_dg.to(dg.dtype.element_ty), mask=m)
+    if HAS_WEIGHT:
+        tl.store(dw_part + i_m * D + o_d, tl.sum(b_dn * b_xh, axis=0), mask=m_d)
+    if HAS_BIAS:
+        tl.store(db_part + i_m * D + o_d, tl.sum(b_dn, axis=0), mask=m_d)
+    b_dxh = b_dn
+    if HAS_WEIGHT:
+        b_dxh = b_dxh * b_w[None, :]
+    b_c = tl.sum(b_dxh * b_xh, axis=1) / D  # [BM]
+    b_dx = (b_dxh - b_xh * b_c[:, None]) * b_rstd[:, None]
+    tl.store(dx + p, b_dx.to(dx.dtype.element_ty), mask=m)
+
+
+@triton.jit(do_not_specialize=["M", "D", "n_tasks", "n_programs"])
+def rms_norm_gated_bwd_kernel(
+    x, g, weight, bias, rstd, dy, dx, dg, dw_part, db_part, M, D, n_tasks, n_programs,
+    BM: tl.constexpr, BD: tl.constexpr, HAS_G: tl.constexpr, HAS_WEIGHT: tl.constexpr, HAS_BIAS: tl.constexpr,
+    SWISH: tl.constexpr, TASK_LOOP: tl.constexpr,
+):
+    if TASK_LOOP:
+        for i_m in tl.range(tl.program_id(0), n_tasks, n_programs):
+            _rms_gated_bwd_task(i_m, x, g, weight, bias, rstd, dy, dx, dg, dw_part, db_part, M, D, BM, BD, HAS_G,
+                                HAS_WEIGHT, HAS_BIAS, SWISH)
+    else:
+        _rms_gated_bwd_task(tl.program_id(0), x, g, weight, bias, rstd, dy, dx, dg, dw_part, db_part, M, D, BM, BD,
+                            HAS_G, HAS_WEIGHT, HAS_BIAS, SWISH)
+
+
+def rms_norm_gated_fwd(x, g, weight, bias, eps, swish):
+    """Launch the forward on ``x`` (and ``g``) ``[M, D]`` contiguous. Returns ``(y, rstd [M] float32)``."""
+    M, D = x.shape
+    BM, BD = row_block(D)
+    y = torch.empty_like(x)
+    rstd = torch.empty(M, dtype=torch.float32, device=x.device)
+    plan = task_plan(triton.cdiv(M, BM), "vector")
+    rms_norm_gated_fwd_kernel[plan.grid](
+        x=x, g=g, weight=weight, bias=bias, y=y, rstd=rstd, M=M, D=D, eps=float(eps), n_tasks=plan.n_tasks,
+        n_programs=plan.n_programs, BM=BM, BD=BD, HAS_G=g is not None, HAS_WEIGHT=weight is not None,
+        HAS_BIAS=bias is not None, SWISH=swish, TASK_LOOP=plan.task_loop,
+        **launch_options(num_warps=4 if BD <= 2048 else 8),
+    )
+    return y, rstd
+
+
+def rms_norm_gated_bwd(x, g, weight, bias, rstd, dy, swish):
+    """Launch the backward. Returns ``(dx, dg or None, dweight float32 or None, dbias float32 or None)``."""
+    M, D = x.shape
+    BM, BD = row_block(D)
+    n_tasks = triton.cdiv(M, BM)
+    dx = torch.empty_like(x)
+    dg = torch.empty_like(g) if g is not None else None
+    dw_part = torch.empty(n_tasks, D, dtype=torch.float32, device=x.device) if weight is not None else None
+    db_part = torch.empty(n_tasks, D, dtype=torch.float32, device=x.device) if bias is not None else None
+    plan = task_plan(n_tasks, "vector")
+    rms_norm_gated_bwd_kernel[plan.grid](
+        x=x, g=g, weight=weight, bias=bias, rstd=rstd, dy=dy, dx=dx, dg=dg, dw_part=dw_part, db_part=db_part,
+        M=M, D=D, n_tasks=plan.n_tasks, n_programs=plan.n_programs, BM=BM, BD=BD, HAS_G=g is not None,
+        HAS_WEIGHT=weight is not None, HAS_BIAS=bias is not None, SWISH=swish, TASK_LOOP=plan.task_loop,
+        **launch_options(num_warps=4 if BD <= 2048 else 8),
+    )
+    dw = dw_part.sum(0) if dw_part is not None else None
+    db = db_part.sum(0) if db_part is not None else None
+    return dx, dg, dw, db
+
+
+class RMSNormGatedFunction(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, g, weight, bias, eps, swish):
+        shape = x.shape
+        D = shape[-1]
+        x2 = x.reshape(-1, D).contiguous()
+        g2 = g.reshape(-1, D).contiguous() if g is not None else None
+        y, rstd = rms_norm_gated_fwd(x2, g2, weight, bias, eps, swish)
+        ctx.save_for_backward(x2, g2, weight, bias, rstd)
+        ctx.swish = swish
+        ctx.shape = shape
+        return y.view(shape)
+
+    @staticmethod
+    def backward(ctx, dy):
+        x2, g2, weight, bias, rstd = ctx.saved_tensors
+        dy2 = dy.reshape(x2.shape).contiguous()
+        dx, dg, dw, db = rms_norm_gated_bwd(x2, g2, weight, bias, rstd, dy2, ctx.swish)
+        shape = ctx.shape
+        return (
+            dx.view(shape),
+            dg.view(shape) if dg is not None else None,
+            dw.to(weight.dtype) if dw is not None else None,
+            db.to(bias.dtype) if db is not None else None,
+            None,
+            None,
+        )
+
+
+def rms_norm_gated(
+    x: torch.Tensor,
+    g: torch.Tensor | None,
+    weight: torch.Tensor | None,
+    bias: torch.Tensor | None = None,
+    activation: str = "swish",
+    residual: torch.Tensor | None = None,
+    prenorm: bool = False,
+    residual_in_fp32: bool = False,
+    eps: float = 1e-6,
+) -> torch.Tensor:
+    """Gated RMSNorm over the last dimension, flash-linear-attention's ``rms_norm_gated`` argument order.
+
+    ``y = x / sqrt(mean(x^2, -1) + eps) * weight + bias``, then times ``g * sigmoid(g)``
+    (``activation="swish"`` or ``"silu"``) or ``sigmoid(g)`` (``"sigmoid"``). Math in float32.
+    Differentiable in ``x``, ``g``, ``weight`` and ``bias``.
+
+    Args:
+        x: ``[..., D]`` float32 / float16 / bfloat16, ``1 <= D <= 8192``.
+        g: gate of ``x``'s shape (any float dtype), or ``None`` for a plain RMSNorm.
+        weight, bias: ``[D]`` or ``None``.
+        activation: ``"swish"`` (default), ``"silu"`` or ``"sigmoid"``.
+        residual, prenorm, residual_in_fp32: accepted for signature compatibility; only the
+            defaults (``None``, ``False``, ``False``) are supported.
+        eps: float >= 0, default ``1e-6`` as in flash-linear-attention's function (the
+            :class:`FusedRMSNormGated` module defaults to ``1e-5``, Qwen3-Next's ``rms_norm_eps``).
+
+    Returns:
+        ``y`` with ``x``'s shape and dtype.
+
+    Raises:
+        TypeError: non-tensor / non-float inputs.
+        ValueError: unknown activation, shape mismatches (``g`` vs ``x``, ``weight``/``bias`` vs ``D``),
+            ``D`` out of range, negative ``eps``, tensors on several devices.
+        NotImplementedError: ``residual`` / ``prenorm`` / ``residual_in_fp32`` set.
+    """
+    if residual is not None or prenorm or residual_in_fp32:
+        raise NotImplementedError("rms_norm_gated: residual / prenorm / residual_in_fp32 are not supported")
+    if activation not in GATE_ACTIVATIONS:
+        raise ValueError(f"activation must be one of {GATE_ACTIVATIONS}, got {activation!r}")
+    check_tensor("x", x)
+    if x.dim() == 0:
+        raise ValueError("x must have at least 1 dimension [..., D], got a 0-dim tensor")
+    D = x.shape[-1]
+    if not 1 <= D <= MAX_D:
+        raise ValueError(f"x's last dimension D must be in [1, {MAX_D}], got {D}")
+    if g is not None:
+        check_tensor("g", g)
+        if g.shape != x.shape:
+            raise ValueError(f"g must have x's shape {tuple(x.shape)}, got {tuple(g.shape)}")
+    if weight is not None:
+        check_tensor("weight", weight, shape=(D,))
+    if bias is not None:
+        check_tensor("bias", bias, shape=(D,))
+    if isinstance(eps, bool) or not isinstance(eps, (int, float)) or eps < 0:
+        raise ValueError(f"eps must be a float >= 0, got {eps!r}")
+    check_same_device(x=x, g=g, weight=weight, bias=bias)
+    check_int32_offsets("x", x.numel())
+    if x.numel() == 0:
+        return x.clone()
+    return RMSNormGatedFunction.apply(x, g, weight, bias, float(eps), activation != "sigmoid")
+
+
+class FusedRMSNormGated(nn.Module):
+    """Gated RMSNorm module (flash-linear-attention's ``FusedRMSNormGated``): ``weight`` ``[hidden_size]``
+    initialised to ones, no bias; ``forward(x, g)`` calls :func:`rms_norm_gated`.
+
+    Args:
+        hidden_size: ``D``, the normalised (last) dimension.
+        elementwise_affine: learn ``weight`` (default ``True``).
+        eps: default ``1e-5``.
+        activation: ``"swish"`` (default), ``"silu"`` or ``"sigmoid"``.
+
+    Raises:
+        ValueError: unknown activation or ``hidden_size`` outside ``[1, 8192]``.
+    """
+
+    def __init__(self, hidden_size: int, elementwise_affine: bool = True, eps: float = 1e-5,
+                 activation: str = "swish", device=None, dtype=None) -> None:
+        super().__init__()
+        if activation not in GATE_ACTIVATIONS:
+            raise ValueError(f"activation must be one of {GATE_ACTIVATIONS}, got {activation!r}")
+        if not 1 <= hidden_size <= MAX_D:
+            raise ValueError(f"hidden_size must be in [1, {MAX_D}], got {hidden_size}")
+        self.hidden_size = hidden_size
+        self.elementwise_affine = elementwise_affine
+        self.eps = eps
+        self.activation = activation
+        if elementwise_affine:
+            self.weight = nn.Parameter(torch.ones(hidden_size, device=device, dtype=dtype))
+        else:
+            self.register_parameter("weight", None)
+        self.register_parameter("bias", None)
+
+    def reset_parameters(self) -> None:
+        if self.weight is not None:
+            nn.init.ones_(self.weight)
+
+    def extra_repr(self) -> str:
+        return f"{self.hidden_size}, eps={self.eps}, activation={self.activation!r}"
+
+    def forward(self, x: torch.Tensor, g: torch.Tensor | None = None, residual=None, prenorm: bool = False,
+                residual_in_fp32: bool = False) -> torch.Tensor:
+        """``x``, ``g`` ``[..., hidden_size]`` -> ``[..., hidden_size]`` in ``x.dtype``."""
+        return rms_norm_gated(x, g, self.weight, self.bias, self.activation, residual, prenorm, residual_in_fp32,
+                              self.eps)
