@@ -523,7 +523,8 @@ def analyze(run, *, top: int = 10, by="type", msprof_op: MsprofOpRun | None = No
         cur, rated = msprof_op.basic.get("current_freq"), msprof_op.basic.get("rated_freq")
         try:
             if cur is not None and rated and float(cur) < float(rated) * (1 - thresholds.freq_drop):
-                findings.append(f"clock {cur} MHz is more than {thresholds.freq_drop:.0%} below rated {rated} MHz")
+                findings.append(f"clock {float(cur):g} MHz is more than {thresholds.freq_drop:.0%} below rated "
+                                f"{float(rated):g} MHz")
         except (TypeError, ValueError):
             pass
         for _, r in imb[imb["flagged"]].iterrows():
