@@ -110,10 +110,12 @@ def _lint_jit_function(fn: ast.FunctionDef, file: str) -> list[Finding]:
                                    f"the task index in each iteration", file=file))
     # tl.dot left operand reused after the dot
     loops = [n for n in ast.walk(fn) if isinstance(n, (ast.For, ast.While))]
+    meta = {id(n.value) for n in ast.walk(fn) if isinstance(n, ast.Attribute) and n.attr in ("dtype", "shape")}
     for call in [n for n in ast.walk(fn) if _is_call(n, "dot") and n.args and isinstance(n.args[0], ast.Name)]:
         a = call.args[0].id
+        inside = {id(n) for n in ast.walk(call)}
         later_loads = sorted(_pos(n) for n in _names_loaded(fn) if n.id == a and _pos(n) > _pos(call)
-                             and n is not call.args[0])
+                             and id(n) not in inside and id(n) not in meta)
         stores = sorted(_pos(n) for n in ast.walk(fn) if isinstance(n, ast.Name) and n.id == a
                         and isinstance(n.ctx, ast.Store) and _pos(n) > _pos(call))
         reused = bool(later_loads) and (not stores or later_loads[0] < stores[0])
