@@ -94,8 +94,8 @@ def _meta_line(artifact: dict) -> str:
 
 
 def print_table(artifact: dict, console=None, compact: bool = False) -> None:
-    """Print the result table (and notes) with rich, short op names. ``compact`` drops dtype,
-    tokens/s and note."""
+    """Print the result table (and notes) with rich, short op names. ``compact`` drops dtype and
+    tokens/s and shortens notes."""
     from rich.console import Console
     from rich.table import Table
 
@@ -104,12 +104,14 @@ def print_table(artifact: dict, console=None, compact: bool = False) -> None:
         if not console.is_terminal:  # logs and pipes: do not wrap at 80 columns
             console = Console(width=200)
     head, rows = table_rows(artifact, short=True)
-    drop = {"dtype", "tokens/s", "note"} if compact else set()
+    drop = {"dtype", "tokens/s"} if compact else set()
     keep = [i for i, h in enumerate(head) if h not in drop]
     table = Table(title="fla-ascend bench", caption=_meta_line(artifact), show_lines=False)
     for i in keep:
         table.add_column(head[i], justify="right" if i >= 6 else "left", overflow="fold")
     for cells in rows:
+        if compact and len(cells[-1]) > 60:
+            cells[-1] = cells[-1][:57] + "..."
         style = {"FAIL": "red", "ERROR": "red", "skip": "dim"}.get(cells[5].split()[0], "")
         table.add_row(*[cells[i] for i in keep], style=style)
     console.print(table)

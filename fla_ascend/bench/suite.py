@@ -56,6 +56,16 @@ def parse_dtype(dtype: str | torch.dtype | None) -> torch.dtype:
     return DTYPES[dtype.lower()]
 
 
+def fla_left_out() -> str | None:
+    """Why the ``fla`` provider is not in the default provider list here, or ``None``: it must
+    import, and its Triton kernels need a GPU (they do not run under the interpreter)."""
+    if backend.device_type() == "cpu":
+        return "flash-linear-attention needs a GPU (no Triton driver on CPU)"
+    if not C.fla_available():
+        return "flash-linear-attention does not import here"
+    return None
+
+
 def _dtype_name(dtype: torch.dtype) -> str:
     return str(dtype).replace("torch.", "")
 
@@ -219,7 +229,7 @@ def run_suite(
             default shapes (Qwen3-Next's layer for the chunked op, decode B64 for the recurrent op).
         modes: subset of ``("fwd", "fwdbwd")``; ``None``: ``["fwd"]``.
         providers: subset of ``("fla_ascend", "torch_ref", "fla")`` or any provider an op
-            registers; ``None``: all three (``fla`` only when ``import fla`` works).
+            registers; ``None``: all three (``fla`` only on a GPU and when ``import fla`` works).
         dtype: input dtype name; ``None``: bf16 on GPU/NPU, fp32 on CPU.
         quick: shorter timing budgets and, on CPU, smaller shapes.
         progress: show a progress bar and one line per case on stderr.
@@ -262,9 +272,11 @@ def run_suite(
     tdtype = parse_dtype(dtype)
     plan, notes = plan_cases(ops, shapes, modes, full_size=full_size, quick=quick)
     notes = pre_notes + notes
-    if not explicit_providers and "fla" in providers and not C.fla_available():
-        providers.remove("fla")
-        notes.append("provider fla left out: flash-linear-attention does not import here")
+    if not explicit_providers and "fla" in providers:
+        why = fla_left_out()
+        if why:
+            providers.remove("fla")
+            notes.append(f"provider fla left out: {why}")
     if backend.device_type() == "cpu" and tdtype == torch.bfloat16:
         notes.append("bfloat16 under the Triton interpreter: tl.dot on bf16 is wrong there, gates may fail")
 

@@ -45,3 +45,22 @@ def test_passing_run_exit_0(capsys):
                    "--quick", "--no-progress"])
     assert rc == 0
     assert "PASS" in capsys.readouterr().out
+
+
+def test_isolated_runner_merges_parts_and_survives_a_timeout(tmp_path):
+    from fla_ascend.bench import isolated, suite
+
+    art = isolated.run_isolated(tmp_path, ops=["chunk_gated_delta_rule"], shapes=TINY, modes=["fwd"],
+                                providers=["torch_ref"], quick=True, log=lambda m: None)
+    [r] = art["results"]
+    assert r["correct"] is True and r["ms"] > 0 and r["provider"] == "torch_ref"
+    back = suite.read_json(tmp_path / "bench.json")
+    assert back["results"][0]["ms"] == r["ms"] and back["meta"]["isolation"]
+    assert (tmp_path / "bench.md").exists() and (tmp_path / "bench.png").exists()
+    # a process that does not finish in time becomes error rows; the run goes on and writes its files
+    art = isolated.run_isolated(tmp_path / "t", ops=["chunk_gated_delta_rule"], shapes=TINY + ";B=1,T=8,H=1,K=16",
+                                modes=["fwd"], providers=["torch_ref", "fla_ascend"], timeout_s=0.01,
+                                log=lambda m: None)
+    assert len(art["results"]) == 4
+    assert all(r["correct"] is False and "timed out" in r["error"] for r in art["results"])
+    assert suite.read_json(tmp_path / "t" / "bench.json")["results"] == json.loads(json.dumps(art["results"]))
