@@ -114,6 +114,18 @@ CHUNK_SCENARIOS: dict[str, Callable] = {
     "gate-K128-BT64": _chunk(gate=True),
 }
 RECURRENT_SCENARIOS = {"K128": _recurrent(), "K256-V128": _recurrent(K=256), "varlen-K128": _recurrent(varlen=True)}
+def _rms_gated(D=128):
+    def run():
+        from fla_ascend.ops.norm.rms_norm_gated import rms_norm_gated
+
+        x = torch.randn(2, 256, 4, D, dtype=DTYPE, requires_grad=True)
+        g = torch.randn(2, 256, 4, D, dtype=DTYPE, requires_grad=True)
+        w = torch.ones(D, dtype=DTYPE, requires_grad=True)
+        _backward(rms_norm_gated(x, g, w).float().sum())
+    return run
+
+
+RMS_SCENARIOS = {"D128": _rms_gated(128), "D256": _rms_gated(256)}
 CONV_SCENARIOS = {"D256-W4": _conv(), "D2048-W4": _conv(D=2048), "varlen-D256-W4": _conv(varlen=True)}
 CONV_UPDATE_SCENARIOS = {"D256-W4": _conv(update=True), "D2048-W4": _conv(D=2048, update=True)}
 NORM_SCENARIOS = {"D128": _l2norm(128), "D256": _l2norm(256)}
@@ -202,6 +214,13 @@ KERNELS: dict[str, KernelInfo] = {
     _M + "causal_conv1d.conv.causal_conv1d_update_kernel": KernelInfo(
         "vector", CONV_UPDATE_SCENARIOS,
         tiles=[Tile(("BD", "BW"), "fp32", "cache"), Tile(("BD", "BW"), "fp32", "weight"), Tile(("BD",), "fp32", "x")]),
+    _M + "norm.rms_norm_gated.rms_norm_gated_fwd_kernel": KernelInfo(
+        "vector", RMS_SCENARIOS, tiles=[Tile(("BM", "BD"), "in", "x"), Tile(("BM", "BD"), "in", "g"),
+                                        Tile(("BM", "BD"), "fp32", "y temp")]),
+    _M + "norm.rms_norm_gated.rms_norm_gated_bwd_kernel": KernelInfo(
+        "vector", RMS_SCENARIOS, tiles=[Tile(("BM", "BD"), "in", "x"), Tile(("BM", "BD"), "in", "g"),
+                                        Tile(("BM", "BD"), "in", "dy"), Tile(("BM", "BD"), "fp32", "dx temp"),
+                                        Tile(("BM", "BD"), "fp32", "dg temp")]),
     _M + "norm.l2norm.l2norm_fwd_kernel": KernelInfo(
         "vector", NORM_SCENARIOS, tiles=[Tile(("BM", "BD"), "in", "x"), Tile(("BM", "BD"), "fp32", "x fp32 / y")]),
     _M + "norm.l2norm.l2norm_bwd_kernel": KernelInfo(
