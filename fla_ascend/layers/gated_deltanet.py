@@ -1,0 +1,284 @@
+"""GatedDeltaNet token mixer with Qwen3-Next's configuration and parameter names.
+
+Pipeline (per token): ``in_proj_qkvz`` and ``in_proj_ba`` projections, split per key head
+(Qwen3-Next's grouped layout: for each of the ``num_k_heads`` groups, ``[q | k | v | z]`` with
+``v``/``z`` holding ``num_v_heads / num_k_heads`` value heads, and ``[b | a]`` likewise);
+causal depthwise conv (SiLU, no bias) over the concatenated ``q, k, v``; the gated delta rule
+with the gate computed in the kernel (``g = -exp(A_log) * softplus(a + dt_bias)``),
+``beta = sigmoid(b)`` and q/k L2-normalised in the kernel; gated RMSNorm of each value head with
+``z``; ``out_proj``. Layout and names follow transformers' ``Qwen3NextGatedDeltaNet``
+(``in_proj_qkvz``, ``in_proj_ba``, ``conv1d.weight`` ``[conv_dim, 1, W]``, ``dt_bias``, ``A_log``,
+``norm.weight``, ``out_proj.weight``), so its state dict loads as is.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from fla_ascend.ops.causal_conv1d import causal_conv1d, causal_conv1d_update
+from fla_ascend.ops.causal_conv1d.reference import causal_conv1d_ref
+from fla_ascend.ops.gated_delta_rule import chunk_gated_delta_rule, fused_recurrent_gated_delta_rule
+from fla_ascend.ops.gated_delta_rule.reference import naive_recurrent_gated_delta_rule
+from fla_ascend.ops.norm import FusedRMSNormGated
+from fla_ascend.ops.norm.reference import rms_norm_gated_ref
+from fla_ascend.ops.utils.validation import check_tensor
+
+
+@dataclass
+class GatedDeltaNetCache:
+    """Decode state of one layer: ``conv_state`` ``[N, conv_dim, W]`` (dtype of the layer) and
+    ``recurrent_state`` ``[N, num_v_heads, head_k_dim, head_v_dim]`` float32."""
+
+    conv_state: torch.Tensor
+    recurrent_state: torch.Tensor
+
+
+class GatedDeltaNet(nn.Module):
+    """GatedDeltaNet layer; defaults are Qwen3-Next-80B-A3B's linear-attention layer.
+
+    Args:
+        hidden_size: model width (2048).
+        num_k_heads, num_v_heads: query/key heads (16) and value heads (32); ``num_v_heads`` must
+            be a multiple of ``num_k_heads`` (GVA).
+        head_k_dim, head_v_dim: 128 and 128.
+        conv_kernel_size: ``W`` of the short convolution (4).
+        norm_eps: epsilon of the gated RMSNorm (1e-6, Qwen3-Next's ``rms_norm_eps``).
+        fused_recurrent_max_len: in eval mode (no autograd), inputs of at most this many tokens use
+            the fused recurrent kernel instead of the chunked one (64, as flash-linear-attention).
+        device, dtype: of the parameters.
+
+    Raises:
+        ValueError: non-positive sizes or ``num_v_heads`` not a multiple of ``num_k_heads``.
+    """
+
+    def __init__(
+        self,
+        hidden_size: int = 2048,
+        num_k_heads: int = 16,
+        num_v_heads: int = 32,
+        head_k_dim: int = 128,
+        head_v_dim: int = 128,
+        conv_kernel_size: int = 4,
+        norm_eps: float = 1e-6,
+        fused_recurrent_max_len: int = 64,
+        layer_idx: int | None = None,
+        device=None,
+        dtype=None,
+    ) -> None:
+        super().__init__()
+        for name, val in dict(hidden_size=hidden_size, num_k_heads=num_k_heads, num_v_heads=num_v_heads,
+                              head_k_dim=head_k_dim, head_v_dim=head_v_dim,
+                              conv_kernel_size=conv_kernel_size).items():
+            if not isinstance(val, int) or val <= 0:
+                raise ValueError(f"{name} must be a positive int, got {val!r}")
+        if num_v_heads % num_k_heads:
+            raise ValueError(f"num_v_heads ({num_v_heads}) must be a multiple of num_k_heads ({num_k_heads})")
+        fk = dict(device=device, dtype=dtype)
+        self.hidden_size = hidden_size
+        self.num_k_heads, self.num_v_heads = num_k_heads, num_v_heads
+        self.head_k_dim, self.head_v_dim = head_k_dim, head_v_dim
+        self.key_dim, self.value_dim = num_k_heads * head_k_dim, num_v_heads * head_v_dim
+        self.conv_kernel_size = conv_kernel_size
+        self.conv_dim = 2 * self.key_dim + self.value_dim
+        self.fused_recurrent_max_len = fused_recurrent_max_len
+        self.layer_idx = layer_idx
+        self.in_proj_qkvz = nn.Linear(hidden_size, 2 * self.key_dim + 2 * self.value_dim, bias=False, **fk)
+        self.in_proj_ba = nn.Linear(hidden_size, 2 * num_v_heads, bias=False, **fk)
+        self.conv1d = nn.Conv1d(self.conv_dim, self.conv_dim, conv_kernel_size, groups=self.conv_dim,
+                                padding=conv_kernel_size - 1, bias=False, **fk)
+        self.dt_bias = nn.Parameter(torch.ones(num_v_heads, **fk))
+        self.A_log = nn.Parameter(torch.log(torch.empty(num_v_heads, **fk).uniform_(0, 16)))
+        self.norm = FusedRMSNormGated(head_v_dim, eps=norm_eps, activation="swish", **fk)
+        self.out_proj = nn.Linear(self.value_dim, hidden_size, bias=False, **fk)
+
+    # ------------------------------------------------------------------ pieces
+    def _project(self, x: torch.Tensor):
+        """``x`` ``[B, T, hidden]`` -> ``mixed_qkv`` ``[B, T, conv_dim]``, ``z`` ``[B, T, HV, V]``,
+        ``b``, ``a`` ``[B, T, HV]`` (Qwen3-Next's per-key-head grouped layout)."""
+        B, T, _ = x.shape
+        H, HV, K, V = self.num_k_heads, self.num_v_heads, self.head_k_dim, self.head_v_dim
+        r = HV // H
+        qkvz = self.in_proj_qkvz(x).view(B, T, H, 2 * K + 2 * r * V)
+        ba = self.in_proj_ba(x).view(B, T, H, 2 * r)
+        q, k, v, z = torch.split(qkvz, [K, K, r * V, r * V], dim=-1)
+        b, a = torch.split(ba, [r, r], dim=-1)
+        mixed_qkv = torch.cat([q.reshape(B, T, H * K), k.reshape(B, T, H * K), v.reshape(B, T, HV * V)], dim=-1)
+        return mixed_qkv, z.reshape(B, T, HV, V), b.reshape(B, T, HV), a.reshape(B, T, HV)
+
+    def _split_qkv(self, mixed_qkv: torch.Tensor):
+        B, T, _ = mixed_qkv.shape
+        q, k, v = torch.split(mixed_qkv, [self.key_dim, self.key_dim, self.value_dim], dim=-1)
+        return (q.reshape(B, T, self.num_k_heads, self.head_k_dim), k.reshape(B, T, self.num_k_heads, self.head_k_dim),
+                v.reshape(B, T, self.num_v_heads, self.head_v_dim))
+
+    def _output(self, o: torch.Tensor, z: torch.Tensor) -> torch.Tensor:
+        B, T = o.shape[:2]
+        o = self.norm(o.to(z.dtype), z)
+        return self.out_proj(o.reshape(B, T, self.value_dim))
+
+    def _check_input(self, hidden_states, cu_seqlens):
+        check_tensor("hidden_states", hidden_states, shape=(None, None, self.hidden_size))
+        if cu_seqlens is not None and hidden_states.shape[0] != 1:
+            raise ValueError(f"with cu_seqlens hidden_states must have B == 1, got B={hidden_states.shape[0]}")
+
+    def init_cache(self, batch_size: int, device=None, dtype=None) -> GatedDeltaNetCache:
+        """Zero states for ``batch_size`` sequences."""
+        p = self.conv1d.weight
+        return GatedDeltaNetCache(
+            conv_state=torch.zeros(batch_size, self.conv_dim, self.conv_kernel_size, device=device or p.device,
+                                   dtype=dtype or p.dtype),
+            recurrent_state=torch.zeros(batch_size, self.num_v_heads, self.head_k_dim, self.head_v_dim,
+                                        device=device or p.device, dtype=torch.float32),
+        )
+
+    # ------------------------------------------------------------------ forward / step
+    def forward(
+        self,
+        hidden_states: torch.Tensor,
+        cu_seqlens: torch.Tensor | None = None,
+        cache: GatedDeltaNetCache | None = None,
+        use_cache: bool = False,
+    ) -> tuple[torch.Tensor, GatedDeltaNetCache | None]:
+        """Prefill / training forward.
+
+        Args:
+            hidden_states: ``[B, T, hidden_size]`` (``B == 1`` with ``cu_seqlens``).
+            cu_seqlens: ``[N + 1]`` int boundaries of packed sequences, or ``None``.
+            cache: states to start from (e.g. an earlier prefill), or ``None`` for zeros.
+            use_cache: return the states after the last token (a new cache object).
+
+        Returns:
+            ``(out [B, T, hidden_size], cache or None)``.
+
+        Raises:
+            TypeError / ValueError: bad ``hidden_states`` / ``cu_seqlens`` (from the ops' checks).
+        """
+        self._check_input(hidden_states, cu_seqlens)
+        mixed_qkv, z, b, a = self._project(hidden_states)
+        want_state = use_cache or cache is not None
+        mixed_qkv, conv_state = causal_conv1d(
+            mixed_qkv, self.conv1d.weight, None, None, cache.conv_state if cache is not None else None,
+            output_final_state=want_state, activation="silu", cu_seqlens=cu_seqlens,
+        )
+        q, k, v = self._split_qkv(mixed_qkv)
+        T = hidden_states.shape[1]
+        # the fused recurrent kernel has no backward: only for short inputs without autograd
+        use_recurrent = T <= self.fused_recurrent_max_len and not torch.is_grad_enabled()
+        rule = fused_recurrent_gated_delta_rule if use_recurrent else chunk_gated_delta_rule
+        o, rec_state = rule(
+            q, k, v, a, b.sigmoid(), initial_state=cache.recurrent_state if cache is not None else None,
+            output_final_state=want_state, use_qk_l2norm_in_kernel=True, cu_seqlens=cu_seqlens,
+            use_gate_in_kernel=True, A_log=self.A_log, dt_bias=self.dt_bias,
+        )
+        out = self._output(o, z)
+        new_cache = GatedDeltaNetCache(conv_state, rec_state) if want_state else None
+        return out, new_cache
+
+    @torch.no_grad()
+    def step(self, hidden_states: torch.Tensor, cache: GatedDeltaNetCache) -> torch.Tensor:
+        """One decode token per sequence; updates ``cache`` in place (conv state shifted, recurrent
+        state replaced).
+
+        Args:
+            hidden_states: ``[N, hidden_size]`` or ``[N, 1, hidden_size]``.
+            cache: from :meth:`init_cache` or ``forward(..., use_cache=True)``, ``N`` sequences.
+
+        Returns:
+            ``[N, 1, hidden_size]`` or ``[N, hidden_size]`` (the input's rank).
+        """
+        squeeze = hidden_states.dim() == 2
+        x = hidden_states[:, None] if squeeze else hidden_states
+        self._check_input(x, None)
+        if x.shape[1] != 1:
+            raise ValueError(f"step takes one token per sequence, got hidden_states of shape {tuple(hidden_states.shape)}")
+        mixed_qkv, z, b, a = self._project(x)
+        y, _ = causal_conv1d_update(mixed_qkv[:, 0], cache.conv_state, weight=self.conv1d.weight, activation="silu")
+        q, k, v = self._split_qkv(y[:, None])
+        o, rec_state = fused_recurrent_gated_delta_rule(
+            q, k, v, a, b.sigmoid(), initial_state=cache.recurrent_state, output_final_state=True,
+            use_qk_l2norm_in_kernel=True, use_gate_in_kernel=True, A_log=self.A_log, dt_bias=self.dt_bias,
+        )
+        cache.recurrent_state = rec_state
+        out = self._output(o, z)
+        return out[:, 0] if squeeze else out
+
+    def forward_reference(self, hidden_states, cu_seqlens=None, cache=None, use_cache=False):
+        """The same layer with pure-PyTorch float32 references of every op (tests; slow)."""
+        mixed_qkv, z, b, a = self._project(hidden_states)
+        want_state = use_cache or cache is not None
+        mixed_qkv, conv_state = causal_conv1d_ref(
+            mixed_qkv, self.conv1d.weight.squeeze(1), None, None, cache.conv_state if cache is not None else None,
+            want_state, "silu", cu_seqlens,
+        )
+        q, k, v = self._split_qkv(mixed_qkv)
+        o, rec_state = naive_recurrent_gated_delta_rule(
+            q, k, v, a, b.sigmoid(), initial_state=cache.recurrent_state if cache is not None else None,
+            output_final_state=want_state, use_qk_l2norm_in_kernel=True, cu_seqlens=cu_seqlens,
+            use_gate_in_kernel=True, A_log=self.A_log, dt_bias=self.dt_bias,
+        )
+        B, T = o.shape[:2]
+        o = rms_norm_gated_ref(o.float(), z.float(), self.norm.weight.float(), eps=self.norm.eps)
+        out = F.linear(o.reshape(B, T, self.value_dim).to(z.dtype), self.out_proj.weight)
+        return out, (GatedDeltaNetCache(conv_state, rec_state) if want_state else None)
+
+
+def bench_layer(
+    batch_size: int = 1,
+    seq_len: int = 4096,
+    dtype: torch.dtype = torch.bfloat16,
+    mode: str = "fwdbwd",
+    warmup: int = 3,
+    repeat: int = 10,
+    layer: GatedDeltaNet | None = None,
+    device=None,
+) -> dict:
+    """Time a whole :class:`GatedDeltaNet` layer (hook for ``fla-ascend bench --layer``).
+
+    Args:
+        batch_size, seq_len: input ``[batch_size, seq_len, hidden_size]``.
+        dtype: parameter and input dtype.
+        mode: ``"fwd"`` (inference forward, no autograd) or ``"fwdbwd"`` (forward + backward of
+            ``out.sum()`` through every parameter).
+        warmup, repeat: untimed and timed iterations.
+        layer: the layer to time (default: Qwen3-Next's configuration).
+        device: default :func:`fla_ascend.backend.device`.
+
+    Returns:
+        ``{"mode", "batch_size", "seq_len", "dtype", "ms"}`` with ``ms`` the median of ``repeat``
+        timed iterations in milliseconds (device-synchronised wall clock).
+
+    Raises:
+        ValueError: unknown ``mode``.
+    """
+    from fla_ascend import backend
+
+    if mode not in ("fwd", "fwdbwd"):
+        raise ValueError(f"mode must be 'fwd' or 'fwdbwd', got {mode!r}")
+    device = device or backend.device()
+    layer = layer or GatedDeltaNet(device=device, dtype=dtype)
+    x = torch.randn(batch_size, seq_len, layer.hidden_size, device=device, dtype=dtype)
+    sync = getattr(torch, device.type).synchronize if device.type in ("cuda", "npu") else (lambda: None)
+
+    def once():
+        if mode == "fwd":
+            with torch.no_grad():
+                layer(x)
+        else:
+            layer.zero_grad(set_to_none=True)
+            layer(x.requires_grad_())[0].float().sum().backward()
+
+    for _ in range(warmup):
+        once()
+    times = []
+    for _ in range(repeat):
+        sync()
+        t = time.perf_counter()
+        once()
+        sync()
+        times.append((time.perf_counter() - t) * 1e3)
+    times.sort()
+    return {"mode": mode, "batch_size": batch_size, "seq_len": seq_len, "dtype": str(dtype), "ms": times[len(times) // 2]}
