@@ -94,7 +94,7 @@ def plot_pipe_ratios(bounds: pd.DataFrame, path, top: int = 10) -> Path | None:
         ax.text(l, yi, f" {lab}", va="center", fontsize=7)
     ax.set_xlabel("pipe busy ratio (stacked; each 0-1)")
     ax.set_xlim(0, max(left + [1]) * 1.35)
-    ax.legend(fontsize=7, ncol=4, loc="lower right")
+    ax.legend(fontsize=7, ncol=2, loc="upper right")
     ax.set_title("Pipe utilisation of the top kernels")
     return _save(fig, path)
 
