@@ -154,21 +154,24 @@ def parse_shapes(spec: str | list[str] | None) -> list[tuple[str, dict[str, int]
 
 # CPU (Triton interpreter) caps: every dimension is clamped so the default run finishes in
 # seconds on two cores. Ratios H : HV are kept (HV stays a multiple of H).
-_CPU_CAPS = dict(B=4, T=128, H=2, K=32, V=32, D=64, W=4)
+_CPU_CAPS = dict(B=4, T=96, H=2, K=32, V=32, D=64, W=4)
 _CPU_CAPS_QUICK = dict(B=2, T=64, H=1, K=32, V=32, D=32, W=4)
 
 
 def scale_for_cpu(shape: dict[str, int], quick: bool = False) -> dict[str, int]:
     """Clamp a shape for the Triton interpreter (never enlarges a dimension).
 
-    ``B``, ``T``, ``H``, ``K``, ``V``, ``D`` are capped (``quick`` caps harder); ``HV`` becomes
-    ``H_new * min(HV // H, 2)`` so grouped value attention stays exercised. Returns a new dict.
+    ``B``, ``T``, ``H``, ``K``, ``V``, ``D`` are capped (``quick`` caps harder; ``T`` 96 keeps a
+    partial chunk); ``HV`` becomes ``H_new * min(HV // H, 2)`` so grouped value attention stays
+    exercised (``2 * H cap`` when the shape has no ``H``). Returns a new dict.
     """
     caps = _CPU_CAPS_QUICK if quick else _CPU_CAPS
     out = {d: min(n, caps[d]) if d in caps else n for d, n in shape.items()}
     if "H" in shape and "HV" in shape:
-        group = max(1, shape.get("HV", shape["H"]) // shape["H"])
+        group = max(1, shape["HV"] // shape["H"])
         out["HV"] = out["H"] * min(group, 2)
+    elif "HV" in shape:  # ops on value heads only (the output norm)
+        out["HV"] = min(shape["HV"], 2 * caps["H"])
     return out
 
 

@@ -54,7 +54,8 @@ def test_complete_shape_defaults_and_applicability():
 
 def test_scale_for_cpu_clamps_and_keeps_gva():
     s = C.scale_for_cpu(dict(C.NAMED_SHAPES["qwen3next"]))
-    assert s == dict(B=1, T=128, H=2, HV=4, K=32, V=32)
+    assert s == dict(B=1, T=96, H=2, HV=4, K=32, V=32)
+    assert C.scale_for_cpu(dict(B=1, T=4096, HV=32, V=128)) == dict(B=1, T=96, HV=4, V=32)
     tiny = dict(B=1, T=5, H=1, HV=1, K=8, V=8)
     assert C.scale_for_cpu(tiny) == tiny  # never enlarges
     q = C.scale_for_cpu(dict(C.NAMED_SHAPES["decode-b256"]), quick=True)
