@@ -1,0 +1,176 @@
+"""Input builders, the accuracy assertion and the NaN-fill fixture shared by the gated delta
+rule tests (forward here, backward in the lead's tests).
+
+Import from a test module in ``tests/ops`` as ``from helpers import ...`` (pytest puts the
+test file's folder on ``sys.path``).
+"""
+from __future__ import annotations
+
+import importlib
+import math
+import sys
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from fla_ascend.ops.utils import rel_rmse
+
+__all__ = ["make_inputs", "assert_close", "nan_empty", "NAN_FILLED_PACKAGES"]
+
+
+def make_inputs(
+    B: int,
+    T: int,
+    H: int,
+    HV: int,
+    K: int,
+    V: int,
+    dtype: torch.dtype,
+    device,
+    *,
+    varlen: list[int] | None = None,
+    h0: bool = True,
+    gate_in_kernel: bool = False,
+    dt_bias: bool = True,
+    zero_gate_fraction: float = 0.0,
+    requires_grad: bool = False,
+    seed: int = 0,
+) -> dict:
+    """Random inputs for ``chunk_gated_delta_rule`` / ``fused_recurrent_gated_delta_rule``.
+
+    Args:
+        B, T, H, HV, K, V: sizes; with ``varlen`` B must be 1 and T must equal ``varlen[-1]``.
+        dtype: dtype of ``q``, ``k``, ``v`` and ``beta``; ``g``, ``initial_state``, ``A_log``
+            and ``dt_bias`` are float32 (as in Qwen3-Next, where the gate path runs in fp32).
+        device: where the tensors live.
+        varlen: ``cu_seqlens`` boundaries (a list, made an int32 tensor), or ``None``.
+        h0: include a random ``initial_state`` ``[N, HV, K, V]`` float32.
+        gate_in_kernel: ``g`` is the raw gate input (standard normal) and ``A_log`` (and
+            ``dt_bias`` unless ``dt_bias=False``) are given; the dict carries
+            ``use_gate_in_kernel=True``. Otherwise ``g`` is a log-space decay in about
+            [-0.3, 0] (mild, so the state carries across chunks) and ``use_gate_in_kernel=False``.
+        zero_gate_fraction: fraction of ``g`` entries set to exactly 0 (no decay at that token).
+        requires_grad: make every float input a leaf that requires grad.
+        seed: seeds a private generator (the global RNG is untouched).
+
+    Returns:
+        A dict keyed by the op's keyword names: ``q``, ``k`` ``[B, T, H, K]`` (``k`` unit-norm
+        per head, as GatedDeltaNet feeds it), ``v`` ``[B, T, HV, V]``, ``g``, ``beta``
+        ``[B, T, HV]`` (``beta`` in (0, 1)), ``initial_state``, ``cu_seqlens``, ``A_log``,
+        ``dt_bias`` (each ``None`` when not used) and ``use_gate_in_kernel`` (bool). Pass it as
+        ``op(**inputs, output_final_state=True)``.
+
+    Raises:
+        ValueError: ``varlen`` given with ``B != 1`` or ``T != varlen[-1]``.
+    """
+    if varlen is not None and (B != 1 or T != varlen[-1]):
+        raise ValueError(f"varlen needs B == 1 and T == varlen[-1]={varlen[-1]}, got B={B}, T={T}")
+    gen = torch.Generator().manual_seed(seed)
+    N = B if varlen is None else len(varlen) - 1
+
+    def randn(*shape):
+        return torch.randn(*shape, generator=gen)
+
+    q = randn(B, T, H, K)
+    k = F.normalize(randn(B, T, H, K), dim=-1)
+    v = randn(B, T, HV, V)
+    beta = torch.sigmoid(randn(B, T, HV))
+    if gate_in_kernel:
+        g = randn(B, T, HV)
+        A_log = torch.empty(HV).uniform_(-1.0, 1.0, generator=gen)
+        bias = 0.5 * randn(HV) if dt_bias else None
+    else:
+        g = F.logsigmoid(randn(B, T, HV) + 4.0)  # mean about -0.03 per token
+        A_log = bias = None
+    if zero_gate_fraction > 0:
+        g = torch.where(torch.rand(B, T, HV, generator=gen) < zero_gate_fraction, torch.zeros_like(g), g)
+    state = randn(N, HV, K, V) if h0 else None
+    out = dict(
+        q=q.to(dtype), k=k.to(dtype), v=v.to(dtype), g=g, beta=beta.to(dtype), initial_state=state,
+        A_log=A_log, dt_bias=bias,
+    )
+    for name, t in out.items():
+        if t is not None:
+            t = t.to(device)
+            out[name] = t.requires_grad_() if requires_grad else t
+    out["cu_seqlens"] = None if varlen is None else torch.tensor(varlen, dtype=torch.int32, device=device)
+    out["use_gate_in_kernel"] = gate_in_kernel
+    return out
+
+
+def assert_close(name: str, ref: torch.Tensor, out: torch.Tensor, ratio: float) -> float:
+    """Assert ``rel_rmse(ref, out) <= ratio`` (``||ref - out||_2 / ||ref||_2``, NaN/Inf fail).
+
+    Returns the measured ratio. The failure message names the output, the ratio, the limit,
+    and counts non-finite entries (an unwritten NaN-filled region shows up there).
+
+    Raises:
+        AssertionError: shapes differ, non-finite values, or the ratio exceeds ``ratio``.
+    """
+    assert ref.shape == out.shape, f"{name}: shape {tuple(out.shape)} != reference {tuple(ref.shape)}"
+    r = rel_rmse(ref, out)
+    if not math.isfinite(r):
+        bad = int((~torch.isfinite(out.detach().float())).sum())
+        raise AssertionError(f"{name}: {bad} of {out.numel()} entries are NaN/Inf (unwritten or overflowed)")
+    assert r <= ratio, f"{name}: rel-RMSE ratio {r:.3e} > {ratio:.1e}"
+    return r
+
+
+# --- NaN-filled allocations ------------------------------------------------------------------
+
+NAN_FILLED_PACKAGES = ("fla_ascend.ops.common", "fla_ascend.ops.gated_delta_rule", "fla_ascend.ops.norm")
+"""Modules whose ``torch.empty`` / ``torch.empty_like`` the :func:`nan_empty` fixture fills."""
+
+
+def _poison(t: torch.Tensor) -> torch.Tensor:
+    if t.is_meta:
+        return t
+    if t.dtype.is_floating_point or t.dtype.is_complex:
+        return t.fill_(float("nan"))
+    if t.dtype == torch.bool:
+        return t.fill_(True)
+    return t.fill_(torch.iinfo(t.dtype).min)  # an index no kernel should ever read
+
+
+class _PoisonedTorch:
+    """Stands in for the ``torch`` module inside the op modules: ``empty`` / ``empty_like``
+    return NaN-filled tensors (integers: their minimum), everything else is ``torch``'s."""
+
+    def __getattr__(self, name):
+        return getattr(torch, name)
+
+    @staticmethod
+    def empty(*args, **kwargs):
+        return _poison(torch.empty(*args, **kwargs))
+
+    @staticmethod
+    def empty_like(*args, **kwargs):
+        return _poison(torch.empty_like(*args, **kwargs))
+
+
+def poisoned_modules() -> list[str]:
+    """Loaded modules under :data:`NAN_FILLED_PACKAGES` that use ``torch`` as a global."""
+    import fla_ascend.ops  # noqa: F401  (loads everything the ops import)
+
+    for pkg in NAN_FILLED_PACKAGES:
+        try:
+            importlib.import_module(pkg)
+        except ImportError:
+            pass
+    return sorted(
+        name for name, mod in list(sys.modules.items())
+        if mod is not None and name.startswith(NAN_FILLED_PACKAGES) and getattr(mod, "torch", None) is torch
+    )
+
+
+@pytest.fixture
+def nan_empty(monkeypatch):
+    """While the test runs, ``torch.empty`` / ``torch.empty_like`` called from the op modules
+    return NaN-filled tensors, so an output region a kernel forgets to write fails the
+    accuracy check. Yields the names of the patched modules."""
+    names = poisoned_modules()
+    fake = _PoisonedTorch()
+    for name in names:
+        monkeypatch.setattr(sys.modules[name], "torch", fake)
+    yield names
