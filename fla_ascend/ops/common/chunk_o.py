@@ -47,7 +47,7 @@ def _chunk_fwd_o_task(
         b_A += tl.dot(b_q, tl.trans(b_k))
     b_g = tl.load(g_cum + tl.cast(i_hv, tl.int64) * TT + t0 + o_t, mask=m_t, other=0.0)  # [BT]
     b_o = b_o * tl.exp(b_g)[:, None]
-    m_causal = (o_t[:, None] >= o_t[None, :]) & m_t[None, :]
+    m_causal = (o_t[:, None] >= o_t[None, :]) & m_t[:, None]  # rows past the end: exp(G_i - G_j) overflows
     b_A = tl.where(m_causal, b_A * tl.exp(tl.where(m_causal, b_g[:, None] - b_g[None, :], 0.0)), 0.0)
     p_v = (t0 * HV + i_hv) * V + o_t[:, None] * (HV * V) + o_v[None, :]
     m_tv = m_t[:, None] & m_v[None, :]

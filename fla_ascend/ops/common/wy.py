@@ -75,7 +75,7 @@ def _chunk_wy_fwd_task(
         b_k = tl.load(k_base + o_t[:, None] * (H * K) + o_k[None, :],
                       mask=m_t[:, None] & (o_k < K)[None, :], other=0.0)  # [BT, BK]
         b_A += tl.dot(b_k, tl.trans(b_k))
-    m_lower = o_t[:, None] > o_t[None, :]
+    m_lower = (o_t[:, None] > o_t[None, :]) & m_t[:, None]  # rows past the sequence end would overflow exp
     b_A = tl.where(m_lower, b_A * b_beta[:, None] * tl.exp(tl.where(m_lower, b_g[:, None] - b_g[None, :], 0.0)), 0.0)
     b_Ai = wy_inverse(b_A, BT, DOT_PRECISION)  # [BT, BT]
     if STORE_AI:
