@@ -20,6 +20,7 @@ from typing import Callable
 import torch
 
 from fla_ascend.check.runner import Case
+from fla_ascend.ops.common import chunk_h, chunk_o, wy
 from fla_ascend.tiling.ub import Tile
 
 DTYPE = torch.bfloat16  # what the NPU runs; nothing is computed (launches are captured)
@@ -152,19 +153,13 @@ KERNELS: dict[str, KernelInfo] = {
                Tile(("BT", "BH"), "fp32", "cumsum / activation temp")]),
     _M + "common.wy.chunk_wy_fwd_kernel": KernelInfo(
         "cube", CHUNK_SCENARIOS,
-        tiles=[Tile(("BT", "BK"), "in", "k"), Tile(("BT", "BT"), "fp32", "A"), Tile(("BT", "BT"), "fp32", "Ai"),
-               Tile(("BT", "BT"), "fp32", "inverse temps"), Tile(("BT", "BK"), "fp32", "w / u out"),
-               Tile(("BT",), "fp32", "g"), Tile(("BT",), "fp32", "beta")]),
+        tiles=wy.WY_FWD_TILES),
     _M + "common.chunk_h.chunk_fwd_h_kernel": KernelInfo(
         "cube", CHUNK_SCENARIOS,
-        tiles=[Tile(("BK", "BV"), "fp32", "state h", buffered=False), Tile(("BT", "BK"), "in", "k"),
-               Tile(("BT", "BK"), "in", "w"), Tile(("BT", "BV"), "in", "u"), Tile(("BT", "BV"), "fp32", "v_new"),
-               Tile(("BT",), "fp32", "g")]),
+        tiles=chunk_h.FWD_H_TILES),
     _M + "common.chunk_o.chunk_fwd_o_kernel": KernelInfo(
         "cube", CHUNK_SCENARIOS,
-        tiles=[Tile(("BT", "BK"), "in", "q"), Tile(("BT", "BK"), "in", "k"), Tile(("BK", "BV"), "in", "h"),
-               Tile(("BT", "BT"), "fp32", "A"), Tile(("BT", "BV"), "fp32", "o acc", buffered=False),
-               Tile(("BT", "BV"), "in", "v_new"), Tile(("BT",), "fp32", "g")]),
+        tiles=chunk_o.FWD_O_TILES),
     _M + "gated_delta_rule.fused_recurrent.fused_recurrent_gated_delta_rule_kernel": KernelInfo(
         "vector", RECURRENT_SCENARIOS,
         tiles=[Tile(("BK", "BV"), "fp32", "state h", buffered=False), Tile(("BK",), "fp32", "q"),
@@ -175,26 +170,16 @@ KERNELS: dict[str, KernelInfo] = {
                Tile(("BT", "BH"), "fp32", "reverse cumsum temp")]),
     _M + "common.wy.chunk_wy_bwd_kernel": KernelInfo(
         "cube", CHUNK_SCENARIOS,
-        tiles=[Tile(("BT", "BK"), "in", "k"), Tile(("BT", "BK"), "fp32", "dw"), Tile(("BT", "BV"), "in", "v"),
-               Tile(("BT", "BV"), "fp32", "du"), Tile(("BT", "BT"), "fp32", "Ai"),
-               Tile(("BT", "BT"), "fp32", "dA", buffered=False), Tile(("BT", "BT"), "fp32", "dA temps"),
-               Tile(("BT", "BK"), "fp32", "dk out")]),
+        tiles=wy.WY_BWD_TILES),
     _M + "common.chunk_h.chunk_bwd_dh_kernel": KernelInfo(
         "cube", CHUNK_SCENARIOS,
-        tiles=[Tile(("BK", "BV"), "fp32", "dh", buffered=False), Tile(("BT", "BK"), "in", "k"),
-               Tile(("BT", "BK"), "in", "q"), Tile(("BT", "BK"), "in", "w"), Tile(("BT", "BV"), "fp32", "dv"),
-               Tile(("BT", "BV"), "in", "do"), Tile(("BK", "BV"), "fp32", "dh update temp")]),
+        tiles=chunk_h.BWD_DH_TILES),
     _M + "common.chunk_o.chunk_bwd_dv_local_kernel": KernelInfo(
         "cube", CHUNK_SCENARIOS,
-        tiles=[Tile(("BT", "BK"), "in", "q"), Tile(("BT", "BK"), "in", "k"), Tile(("BT", "BT"), "fp32", "A^T"),
-               Tile(("BT", "BV"), "in", "do"), Tile(("BT", "BV"), "fp32", "dv out")]),
+        tiles=chunk_o.BWD_DV_LOCAL_TILES),
     _M + "common.chunk_o.chunk_bwd_dqkwg_kernel": KernelInfo(
         "cube", CHUNK_SCENARIOS,
-        tiles=[Tile(("BT", "BK"), "fp32", "dq", buffered=False), Tile(("BT", "BK"), "fp32", "dk", buffered=False),
-               Tile(("BT", "BK"), "fp32", "dw", buffered=False), Tile(("BT", "BT"), "fp32", "dS", buffered=False),
-               Tile(("BK", "BV"), "in", "h"), Tile(("BK", "BV"), "in", "dh"), Tile(("BT", "BV"), "in", "do"),
-               Tile(("BT", "BV"), "in", "v_new"), Tile(("BT", "BV"), "fp32", "dv_new"),
-               Tile(("BT", "BK"), "in", "q"), Tile(("BT", "BK"), "in", "k"), Tile(("BT", "BT"), "fp32", "S / dSg")]),
+        tiles=chunk_o.BWD_DQKWG_TILES),
     _M + "causal_conv1d.conv.causal_conv1d_fwd_kernel": KernelInfo(
         "vector", CONV_SCENARIOS,
         tiles=[Tile(("BT", "BD"), "fp32", "window"), Tile(("BT", "BD"), "fp32", "y acc"),

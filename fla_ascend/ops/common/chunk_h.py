@@ -18,6 +18,18 @@ from fla_ascend import backend
 from fla_ascend.backend import launch_options
 from fla_ascend.ops.common.chunk_index import seq_bounds
 from fla_ascend.tiling import task_plan
+from fla_ascend.ops.common.tiles import npu_tiles
+from fla_ascend.tiling.ub import Tile
+
+
+# Live on-chip tiles at the kernels' peak, for the UB model (fla_ascend.tiling.ub): NPU launch
+# plans pick their tile sizes with it, and `fla-ascend check` compares it with the lowered IR.
+FWD_H_TILES = [Tile(("BK", "BV"), "fp32", "state h", buffered=False), Tile(("BT", "BK"), "in", "k"),
+    Tile(("BT", "BK"), "in", "w"), Tile(("BT", "BV"), "in", "u"), Tile(("BT", "BV"), "fp32", "v_new"),
+    Tile(("BT",), "fp32", "g")]
+BWD_DH_TILES = [Tile(("BK", "BV"), "fp32", "dh", buffered=False), Tile(("BT", "BK"), "in", "k"),
+    Tile(("BT", "BK"), "in", "q"), Tile(("BT", "BK"), "in", "w"), Tile(("BT", "BV"), "fp32", "dv"),
+    Tile(("BT", "BV"), "in", "do"), Tile(("BK", "BV"), "fp32", "dh update temp")]
 
 
 @triton.jit
@@ -83,9 +95,13 @@ def chunk_fwd_h_kernel(
                           TT, H, HV, K, V, BT, BK, BV, USE_INITIAL_STATE, STORE_FINAL_STATE, IS_VARLEN)
 
 
-def _state_bv(N: int, HV: int, V: int) -> int:
-    """``BV`` for the state recurrence: on CUDA the largest of 64/32 that still gives one
-    program per SM (the recurrence is latency-bound, so parallelism beats tile size)."""
+def _state_bv(N: int, HV: int, K: int, V: int, tiles, chunk_size: int, x: torch.Tensor) -> int:
+    """``BV`` for the state recurrences: on an NPU the largest that fits the UB with the whole
+    ``K`` on chip; on CUDA the largest of 64/32 that still gives one program per SM (the
+    recurrence is latency-bound, so parallelism beats tile size)."""
+    fit = npu_tiles(tiles, chunk_size, x, {"BV": [64, 32, 16]}, BK=triton.next_power_of_2(K))
+    if fit is not None:
+        return min(fit["BV"], triton.next_power_of_2(V))
     if backend.device_type() == "cuda":
         for bv in (64, 32):
             if N * HV * triton.cdiv(V, bv) >= backend.num_cores("cube"):
@@ -126,7 +142,7 @@ def chunk_fwd_h(
     h = torch.empty(n_chunks, HV, K, V, dtype=k.dtype, device=k.device)
     v_new = torch.empty_like(u)
     ht = torch.empty(N, HV, K, V, dtype=torch.float32, device=k.device) if output_final_state else None
-    BV = _state_bv(N, HV, V)
+    BV = _state_bv(N, HV, K, V, FWD_H_TILES, chunk_size, k)
     n_tasks = N * HV * triton.cdiv(V, BV)
     plan = task_plan(n_tasks, "cube")
     chunk_fwd_h_kernel[plan.grid](
@@ -251,7 +267,7 @@ def chunk_bwd_dh(
     dh = torch.empty(n_chunks, HV, K, V, dtype=k.dtype, device=k.device)
     dv_new = torch.empty(B, T, HV, V, dtype=torch.float32, device=k.device)
     dh0 = torch.empty(N, HV, K, V, dtype=torch.float32, device=k.device) if need_dh0 else None
-    BV = _state_bv(N, HV, V)
+    BV = _state_bv(N, HV, K, V, BWD_DH_TILES, chunk_size, k)
     n_tasks = N * HV * triton.cdiv(V, BV)
     plan = task_plan(n_tasks, "cube")
     chunk_bwd_dh_kernel[plan.grid](

@@ -12,6 +12,22 @@ import triton.language as tl
 from fla_ascend.backend import launch_options
 from fla_ascend.ops.common.chunk_index import chunk_bounds
 from fla_ascend.tiling import task_plan
+from fla_ascend.ops.common.tiles import npu_tiles
+from fla_ascend.tiling.ub import Tile
+
+
+# Live on-chip tiles at the kernels' peak, for the UB model (fla_ascend.tiling.ub): NPU launch
+# plans pick their tile sizes with it, and `fla-ascend check` compares it with the lowered IR.
+FWD_O_TILES = [Tile(("BT", "BK"), "in", "q"), Tile(("BT", "BK"), "in", "k"), Tile(("BK", "BV"), "in", "h"),
+    Tile(("BT", "BT"), "fp32", "A"), Tile(("BT", "BV"), "fp32", "o acc", buffered=False),
+    Tile(("BT", "BV"), "in", "v_new"), Tile(("BT",), "fp32", "g")]
+BWD_DV_LOCAL_TILES = [Tile(("BT", "BK"), "in", "q"), Tile(("BT", "BK"), "in", "k"), Tile(("BT", "BT"), "fp32", "A^T"),
+    Tile(("BT", "BV"), "in", "do"), Tile(("BT", "BV"), "fp32", "dv out")]
+BWD_DQKWG_TILES = [Tile(("BT", "BK"), "fp32", "dq", buffered=False), Tile(("BT", "BK"), "fp32", "dk", buffered=False),
+    Tile(("BT", "BK"), "fp32", "dw", buffered=False), Tile(("BT", "BT"), "fp32", "dS", buffered=False),
+    Tile(("BK", "BV"), "in", "h"), Tile(("BK", "BV"), "in", "dh"), Tile(("BT", "BV"), "in", "do"),
+    Tile(("BT", "BV"), "in", "v_new"), Tile(("BT", "BV"), "fp32", "dv_new"),
+    Tile(("BT", "BK"), "in", "q"), Tile(("BT", "BK"), "in", "k"), Tile(("BT", "BT"), "fp32", "S / dSg")]
 
 
 @triton.jit
@@ -43,7 +59,7 @@ def _chunk_fwd_o_task(
         b_k = tl.load(k + p_qk, mask=m_tk, other=0.0)  # [BT, BK]
         b_h = tl.load(h + h_base + o_k[:, None] * V + o_v[None, :],
                       mask=(o_k < K)[:, None] & m_v[None, :], other=0.0)  # [BK, BV]
-        b_o += tl.dot(b_q, b_h)
+        b_o += tl.dot(b_q + 0.0, b_h)  # copy: b_q is the next dot's operand too (trap 1)
         b_A += tl.dot(b_q, tl.trans(b_k))
     b_g = tl.load(g_cum + tl.cast(i_hv, tl.int64) * TT + t0 + o_t, mask=m_t, other=0.0)  # [BT]
     b_o = b_o * tl.exp(b_g)[:, None]
@@ -92,13 +108,14 @@ def chunk_fwd_o(
     B, T, H, K = q.shape
     HV, V = v_new.shape[2], v_new.shape[3]
     o = torch.empty(B, T, HV, V, dtype=q.dtype, device=q.device)
-    BV = min(128, triton.next_power_of_2(V))
+    s = npu_tiles(FWD_O_TILES, chunk_size, q, {"BK": [128, 64, 32], "BV": [128, 64, 32]}) or {"BK": 64, "BV": 128}
+    BV = min(s["BV"], triton.next_power_of_2(V))
     n_tasks = n_chunks * HV * triton.cdiv(V, BV)
     plan = task_plan(n_tasks, "cube")
     chunk_fwd_o_kernel[plan.grid](
         q=q, k=k, v_new=v_new, h=h, g_cum=g_cum, o=o, chunk_indices=chunk_indices, cu_seqlens=cu_seqlens,
         scale=scale, T=T, NT=triton.cdiv(T, chunk_size), TT=B * T, n_tasks=n_tasks, n_programs=plan.n_programs,
-        H=H, HV=HV, K=K, V=V, BT=chunk_size, BK=min(64, triton.next_power_of_2(K)), BV=BV,
+        H=H, HV=HV, K=K, V=V, BT=chunk_size, BK=min(s["BK"], triton.next_power_of_2(K)), BV=BV,
         IS_VARLEN=cu_seqlens is not None, TASK_LOOP=plan.task_loop,
         **launch_options(num_warps=4, num_stages=2),
     )
@@ -170,12 +187,14 @@ def chunk_bwd_dv_local(
     B, T, H, K = q.shape
     HV, V = do.shape[2], do.shape[3]
     dv_local = torch.empty(B, T, HV, V, dtype=torch.float32, device=q.device)
+    s = npu_tiles(BWD_DV_LOCAL_TILES, chunk_size, q, {"BK": [128, 64, 32], "BV": [128, 64, 32]}) \
+        or {"BK": 64, "BV": 64}
     plan = task_plan(n_chunks * HV, "cube")
     chunk_bwd_dv_local_kernel[plan.grid](
         q=q, k=k, g_cum=g_cum, do=do, dv_local=dv_local, chunk_indices=chunk_indices, cu_seqlens=cu_seqlens,
         scale=scale, T=T, NT=triton.cdiv(T, chunk_size), TT=B * T, n_tasks=n_chunks * HV,
         n_programs=plan.n_programs, H=H, HV=HV, K=K, V=V, BT=chunk_size,
-        BK=min(64, triton.next_power_of_2(K)), BV=min(64, triton.next_power_of_2(V)),
+        BK=min(s["BK"], triton.next_power_of_2(K)), BV=min(s["BV"], triton.next_power_of_2(V)),
         IS_VARLEN=cu_seqlens is not None, TASK_LOOP=plan.task_loop,
         **launch_options(num_warps=4, num_stages=2),
     )
@@ -217,7 +236,7 @@ def _chunk_bwd_dqkwg_task(
         b_do = tl.load(do + p_v, mask=m_tv, other=0.0)  # [BT, BV]
         b_vn = tl.load(v_new + p_v, mask=m_tv, other=0.0)  # [BT, BV]
         b_dvn = tl.load(dv_new + p_v, mask=m_tv, other=0.0)  # [BT, BV] fp32
-        b_dS += tl.dot(b_do, tl.trans(b_vn))
+        b_dS += tl.dot(b_do + 0.0, tl.trans(b_vn))  # copy: b_do is read again (trap 1)
         b_dq += tl.dot(b_do, tl.trans(b_h))
         b_dk += tl.dot(b_vn, tl.trans(b_dh))
         b_dw += tl.dot(b_dvn.to(b_h.dtype), tl.trans(b_h))
@@ -242,7 +261,7 @@ def _chunk_bwd_dqkwg_task(
     m_causal = (o_t[:, None] >= o_t[None, :]) & m_t[None, :] & m_t[:, None]
     b_gamma = tl.exp(tl.where(m_causal, b_g[:, None] - b_g[None, :], 0.0))
     b_dSg = tl.where(m_causal, b_dS * b_gamma * scale, 0.0)  # d/d(q_i . k_j)
-    b_S = tl.dot(b_q, tl.trans(b_k))  # [BT, BT] partial over this K block
+    b_S = tl.dot(b_q + 0.0, tl.trans(b_k))  # [BT, BT] partial over this K block
     b_dSS = b_dSg * b_S
     b_dG += tl.sum(b_dSS, 1) - tl.sum(b_dSS, 0)
     b_dG += tl.where(o_t == i_last, b_dG_last, 0.0)
@@ -296,7 +315,8 @@ def chunk_bwd_dqkwg(
     """
     B, T, H, K = q.shape
     HV, V = do.shape[2], do.shape[3]
-    BK = min(64, triton.next_power_of_2(K))
+    s = npu_tiles(BWD_DQKWG_TILES, chunk_size, q, {"BK": [64, 32, 16], "BV": [64, 32, 16]}) or {"BK": 64, "BV": 64}
+    BK = min(s["BK"], triton.next_power_of_2(K))
     NK = triton.cdiv(K, BK)
     dq = torch.empty(B, T, HV, K, dtype=torch.float32, device=q.device)
     dk = torch.empty_like(dq)
@@ -308,7 +328,7 @@ def chunk_bwd_dqkwg(
         q=q, k=k, v_new=v_new, h=h, dh=dh, do=do, dv_new=dv_new, g_cum=g_cum, dq=dq, dk=dk, dw=dw,
         dg_parts=dg_parts, chunk_indices=chunk_indices, cu_seqlens=cu_seqlens, scale=scale,
         T=T, NT=triton.cdiv(T, chunk_size), TT=B * T, n_tasks=n_tasks, n_programs=plan.n_programs,
-        H=H, HV=HV, K=K, V=V, BT=chunk_size, BK=BK, BV=min(64, triton.next_power_of_2(V)),
+        H=H, HV=HV, K=K, V=V, BT=chunk_size, BK=BK, BV=min(s["BV"], triton.next_power_of_2(V)),
         IS_VARLEN=cu_seqlens is not None, TASK_LOOP=plan.task_loop,
         **launch_options(num_warps=4, num_stages=2),
     )

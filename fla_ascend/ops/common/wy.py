@@ -22,6 +22,19 @@ from fla_ascend import backend
 from fla_ascend.backend import launch_options
 from fla_ascend.ops.common.chunk_index import chunk_bounds
 from fla_ascend.tiling import task_plan
+from fla_ascend.ops.common.tiles import npu_tiles
+from fla_ascend.tiling.ub import Tile
+
+
+# Live on-chip tiles at the kernels' peak, for the UB model (fla_ascend.tiling.ub): NPU launch
+# plans pick their tile sizes with it, and `fla-ascend check` compares it with the lowered IR.
+WY_FWD_TILES = [Tile(("BT", "BK"), "in", "k"), Tile(("BT", "BT"), "fp32", "A"), Tile(("BT", "BT"), "fp32", "Ai"),
+    Tile(("BT", "BT"), "fp32", "inverse temps"), Tile(("BT", "BK"), "fp32", "w / u out"),
+    Tile(("BT",), "fp32", "g"), Tile(("BT",), "fp32", "beta")]
+WY_BWD_TILES = [Tile(("BT", "BK"), "in", "k"), Tile(("BT", "BK"), "fp32", "dw"), Tile(("BT", "BV"), "in", "v"),
+    Tile(("BT", "BV"), "fp32", "du"), Tile(("BT", "BT"), "fp32", "Ai"),
+    Tile(("BT", "BT"), "fp32", "dA", buffered=False), Tile(("BT", "BT"), "fp32", "dA temps"),
+    Tile(("BT", "BK"), "fp32", "dk out")]
 
 
 @triton.jit
@@ -40,8 +53,8 @@ def wy_inverse(b_A, BT: tl.constexpr, DOT_PRECISION: tl.constexpr):
     b_X = b_X + tl.where(o_i[:, None] == o_i[None, :], 1.0, 0.0)  # D^-1
     if BT > 16:
         b_E = tl.where(m_blk, 0.0, b_A)  # [BT, BT] strictly block-lower part
-        b_N = tl.dot(b_X, b_E, input_precision=DOT_PRECISION)
-        b_Y = b_X - tl.dot(b_N, b_X, input_precision=DOT_PRECISION)
+        b_N = tl.dot(b_X + 0.0, b_E, input_precision=DOT_PRECISION)  # copy: b_X is read again (trap 1)
+        b_Y = b_X - tl.dot(b_N + 0.0, b_X, input_precision=DOT_PRECISION)
         if BT > 32:
             b_N2 = tl.dot(b_N, b_N, input_precision=DOT_PRECISION)
             b_Y = b_Y + tl.dot(b_N2, b_Y, input_precision=DOT_PRECISION)
@@ -89,7 +102,7 @@ def _chunk_wy_fwd_task(
         o_k = i_k * BK + tl.arange(0, BK)
         m_k = m_t[:, None] & (o_k < K)[None, :]
         b_k = tl.load(k_base + o_t[:, None] * (H * K) + o_k[None, :], mask=m_k, other=0.0)  # [BT, BK]
-        b_w = tl.dot(b_Ai_k, (b_k * b_kscale[:, None]).to(b_k.dtype))  # [BT, BK]
+        b_w = tl.dot(b_Ai_k + 0.0, (b_k * b_kscale[:, None]).to(b_k.dtype))  # [BT, BK]
         tl.store(w_base + o_t[:, None] * (HV * K) + o_k[None, :], b_w.to(w.dtype.element_ty), mask=m_k)
     b_Ai_v = b_Ai.to(v.dtype.element_ty)
     v_base = v + (t0 * HV + i_hv) * V
@@ -98,7 +111,7 @@ def _chunk_wy_fwd_task(
         o_v = i_v * BV + tl.arange(0, BV)
         m_v = m_t[:, None] & (o_v < V)[None, :]
         b_v = tl.load(v_base + o_t[:, None] * (HV * V) + o_v[None, :], mask=m_v, other=0.0)  # [BT, BV]
-        b_u = tl.dot(b_Ai_v, (b_v * b_beta[:, None]).to(b_v.dtype))  # [BT, BV]
+        b_u = tl.dot(b_Ai_v + 0.0, (b_v * b_beta[:, None]).to(b_v.dtype))  # [BT, BV]
         tl.store(u_base + o_t[:, None] * (HV * V) + o_v[None, :], b_u.to(u.dtype.element_ty), mask=m_v)
 
 
@@ -154,13 +167,14 @@ def chunk_wy_fwd(
     w = torch.empty(B, T, HV, K, dtype=k.dtype, device=k.device)
     u = torch.empty(B, T, HV, V, dtype=v.dtype, device=v.device)
     Ai = torch.empty(B, T, HV, chunk_size, dtype=torch.float32, device=k.device) if store_ai else None
+    BK = BV = (npu_tiles(WY_FWD_TILES, chunk_size, k, {"BK": [128, 64, 32]}) or {"BK": 64})["BK"]
     plan = task_plan(n_chunks * HV, "cube")
     chunk_wy_fwd_kernel[plan.grid](
         k=k, v=v, g_cum=g_cum, beta_t=beta_t, w=w, u=u, Ai=Ai,
         chunk_indices=chunk_indices, cu_seqlens=cu_seqlens,
         T=T, NT=triton.cdiv(T, chunk_size), TT=B * T, n_tasks=n_chunks * HV, n_programs=plan.n_programs,
         H=H, HV=HV, K=K, V=V, BT=chunk_size,
-        BK=min(64, triton.next_power_of_2(K)), BV=min(64, triton.next_power_of_2(V)),
+        BK=min(BK, triton.next_power_of_2(K)), BV=min(BV, triton.next_power_of_2(V)),
         DOT_PRECISION=dot_precision(), STORE_AI=store_ai, IS_VARLEN=cu_seqlens is not None,
         TASK_LOOP=plan.task_loop,
         **launch_options(num_warps=4),
@@ -202,7 +216,7 @@ def _chunk_wy_bwd_task(
         p_d = d_base + o_t[:, None] * (HV * K) + o_k[None, :]
         b_dw = tl.load(dw + p_d, mask=m_tk, other=0.0)  # [BT, BK] fp32
         b_kf = b_k.to(tl.float32)
-        b_dAi += tl.dot(b_dw, tl.trans(b_kf * b_kscale[:, None]), input_precision=DOT_PRECISION)
+        b_dAi += tl.dot(b_dw + 0.0, tl.trans(b_kf * b_kscale[:, None]), input_precision=DOT_PRECISION)
         b_KK += tl.dot(b_k, tl.trans(b_k))
         b_dX = tl.dot(tl.trans(b_Ai), b_dw, input_precision=DOT_PRECISION)  # [BT, BK]
         b_kdx = tl.sum(b_dX * b_kf, 1)  # [BT]
@@ -216,7 +230,7 @@ def _chunk_wy_bwd_task(
         p_v = (t0 * HV + i_hv) * V + o_t[:, None] * (HV * V) + o_v[None, :]
         b_v = tl.load(v + p_v, mask=m_tv, other=0.0).to(tl.float32)  # [BT, BV]
         b_du = tl.load(du + p_v, mask=m_tv, other=0.0)  # [BT, BV] fp32
-        b_dAi += tl.dot(b_du, tl.trans(b_v * b_beta[:, None]), input_precision=DOT_PRECISION)
+        b_dAi += tl.dot(b_du + 0.0, tl.trans(b_v * b_beta[:, None]), input_precision=DOT_PRECISION)
         b_dY = tl.dot(tl.trans(b_Ai), b_du, input_precision=DOT_PRECISION)  # [BT, BV]
         b_dbeta += tl.sum(b_dY * b_v, 1)
         tl.store(dv + p_v, (b_dY * b_beta[:, None]).to(dv.dtype.element_ty), mask=m_tv)
@@ -238,7 +252,7 @@ def _chunk_wy_bwd_task(
         b_k = tl.load(k + k_base + o_t[:, None] * (H * K) + o_k[None, :], mask=m_tk, other=0.0).to(tl.float32)
         p_d = d_base + o_t[:, None] * (HV * K) + o_k[None, :]
         b_dk = tl.load(dk + p_d, mask=m_tk, other=0.0)
-        b_dk += tl.dot(b_dKK, b_k, input_precision=DOT_PRECISION)
+        b_dk += tl.dot(b_dKK + 0.0, b_k, input_precision=DOT_PRECISION)
         b_dk += tl.dot(tl.trans(b_dKK), b_k, input_precision=DOT_PRECISION)
         tl.store(dk + p_d, b_dk, mask=m_tk)
     tl.store(dbeta_t + p_gate, b_dbeta, mask=m_t)
@@ -297,6 +311,7 @@ def chunk_wy_bwd(
     dk = torch.empty_like(dk_in)
     dv = torch.empty_like(v)
     dbeta_t = torch.empty_like(beta_t)
+    s = npu_tiles(WY_BWD_TILES, chunk_size, k, {"BK": [64, 32, 16], "BV": [64, 32, 16]}) or {"BK": 64, "BV": 64}
     plan = task_plan(n_chunks * HV, "cube")
     chunk_wy_bwd_kernel[plan.grid](
         k=k, v=v, g_cum=g_cum, beta_t=beta_t, Ai=Ai, dw=dw, du=du, dk_in=dk_in, dk=dk, dv=dv, dbeta_t=dbeta_t,
@@ -304,7 +319,7 @@ def chunk_wy_bwd(
         T=T, NT=triton.cdiv(T, chunk_size), TT=B * T, NK_PARTS=dg_parts.shape[0] - 1,
         n_tasks=n_chunks * HV, n_programs=plan.n_programs,
         H=H, HV=HV, K=K, V=V, BT=chunk_size,
-        BK=min(64, triton.next_power_of_2(K)), BV=min(64, triton.next_power_of_2(V)),
+        BK=min(s["BK"], triton.next_power_of_2(K)), BV=min(s["BV"], triton.next_power_of_2(V)),
         DOT_PRECISION=dot_precision(), IS_VARLEN=cu_seqlens is not None, TASK_LOOP=plan.task_loop,
         **launch_options(num_warps=4, num_stages=2),
     )
