@@ -95,19 +95,19 @@ def chunk_fwd_h_kernel(
                           TT, H, HV, K, V, BT, BK, BV, USE_INITIAL_STATE, STORE_FINAL_STATE, IS_VARLEN)
 
 
-def _state_bv(N: int, HV: int, K: int, V: int, tiles, chunk_size: int, x: torch.Tensor) -> int:
-    """``BV`` for the state recurrences: on an NPU the largest that fits the UB with the whole
-    ``K`` on chip; on CUDA the largest of 64/32 that still gives one program per SM (the
+def _state_bv(N: int, HV: int, K: int, V: int, tiles, chunk_size: int, x: torch.Tensor) -> tuple[int, bool | None]:
+    """``(BV, multibuffer)`` for the state recurrences: on an NPU the largest ``BV`` that fits
+    the UB with the whole ``K`` on chip (``multibuffer`` False when only unbuffered fits); on CUDA the largest of 64/32 that still gives one program per SM (the
     recurrence is latency-bound, so parallelism beats tile size)."""
     fit = npu_tiles(tiles, chunk_size, x, {"BV": [64, 32, 16]}, BK=triton.next_power_of_2(K))
     if fit is not None:
-        return min(fit["BV"], triton.next_power_of_2(V))
+        return min(fit["BV"], triton.next_power_of_2(V)), fit.get("multibuffer")
     if backend.device_type() == "cuda":
         for bv in (64, 32):
             if N * HV * triton.cdiv(V, bv) >= backend.num_cores("cube"):
-                return min(bv, triton.next_power_of_2(V))
-        return min(32, triton.next_power_of_2(V))
-    return min(64, triton.next_power_of_2(V))
+                return min(bv, triton.next_power_of_2(V)), None
+        return min(32, triton.next_power_of_2(V)), None
+    return min(64, triton.next_power_of_2(V)), None
 
 
 def chunk_fwd_h(
@@ -142,7 +142,7 @@ def chunk_fwd_h(
     h = torch.empty(n_chunks, HV, K, V, dtype=k.dtype, device=k.device)
     v_new = torch.empty_like(u)
     ht = torch.empty(N, HV, K, V, dtype=torch.float32, device=k.device) if output_final_state else None
-    BV = _state_bv(N, HV, K, V, FWD_H_TILES, chunk_size, k)
+    BV, multibuffer = _state_bv(N, HV, K, V, FWD_H_TILES, chunk_size, k)
     n_tasks = N * HV * triton.cdiv(V, BV)
     plan = task_plan(n_tasks, "cube")
     chunk_fwd_h_kernel[plan.grid](
@@ -152,7 +152,7 @@ def chunk_fwd_h(
         H=H, HV=HV, K=K, V=V, BT=chunk_size, BK=triton.next_power_of_2(K), BV=BV,
         USE_INITIAL_STATE=initial_state is not None, STORE_FINAL_STATE=output_final_state,
         IS_VARLEN=cu_seqlens is not None, TASK_LOOP=plan.task_loop,
-        **launch_options(num_warps=4, num_stages=2),
+        **launch_options(num_warps=4, num_stages=2, multibuffer=multibuffer),
     )
     return h, v_new, ht
 
@@ -267,7 +267,7 @@ def chunk_bwd_dh(
     dh = torch.empty(n_chunks, HV, K, V, dtype=k.dtype, device=k.device)
     dv_new = torch.empty(B, T, HV, V, dtype=torch.float32, device=k.device)
     dh0 = torch.empty(N, HV, K, V, dtype=torch.float32, device=k.device) if need_dh0 else None
-    BV = _state_bv(N, HV, K, V, BWD_DH_TILES, chunk_size, k)
+    BV, multibuffer = _state_bv(N, HV, K, V, BWD_DH_TILES, chunk_size, k)
     n_tasks = N * HV * triton.cdiv(V, BV)
     plan = task_plan(n_tasks, "cube")
     chunk_bwd_dh_kernel[plan.grid](
@@ -277,6 +277,6 @@ def chunk_bwd_dh(
         H=H, HV=HV, K=K, V=V, BT=chunk_size, BK=triton.next_power_of_2(K), BV=BV,
         USE_FINAL_STATE_GRADIENT=dht is not None, USE_INITIAL_STATE=need_dh0,
         IS_VARLEN=cu_seqlens is not None, TASK_LOOP=plan.task_loop,
-        **launch_options(num_warps=4, num_stages=2),
+        **launch_options(num_warps=4, num_stages=2, multibuffer=multibuffer),
     )
     return dh, dv_new, dh0

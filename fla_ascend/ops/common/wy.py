@@ -167,7 +167,8 @@ def chunk_wy_fwd(
     w = torch.empty(B, T, HV, K, dtype=k.dtype, device=k.device)
     u = torch.empty(B, T, HV, V, dtype=v.dtype, device=v.device)
     Ai = torch.empty(B, T, HV, chunk_size, dtype=torch.float32, device=k.device) if store_ai else None
-    BK = BV = (npu_tiles(WY_FWD_TILES, chunk_size, k, {"BK": [128, 64, 32]}) or {"BK": 64})["BK"]
+    s = npu_tiles(WY_FWD_TILES, chunk_size, k, {"BK": [128, 64, 32]}) or {"BK": 64}
+    BK = BV = s["BK"]
     plan = task_plan(n_chunks * HV, "cube")
     chunk_wy_fwd_kernel[plan.grid](
         k=k, v=v, g_cum=g_cum, beta_t=beta_t, w=w, u=u, Ai=Ai,
@@ -177,7 +178,7 @@ def chunk_wy_fwd(
         BK=min(BK, triton.next_power_of_2(K)), BV=min(BV, triton.next_power_of_2(V)),
         DOT_PRECISION=dot_precision(), STORE_AI=store_ai, IS_VARLEN=cu_seqlens is not None,
         TASK_LOOP=plan.task_loop,
-        **launch_options(num_warps=4),
+        **launch_options(num_warps=4, multibuffer=s.get("multibuffer")),
     )
     return w, u, Ai
 
@@ -321,6 +322,6 @@ def chunk_wy_bwd(
         H=H, HV=HV, K=K, V=V, BT=chunk_size,
         BK=min(s["BK"], triton.next_power_of_2(K)), BV=min(s["BV"], triton.next_power_of_2(V)),
         DOT_PRECISION=dot_precision(), IS_VARLEN=cu_seqlens is not None, TASK_LOOP=plan.task_loop,
-        **launch_options(num_warps=4, num_stages=2),
+        **launch_options(num_warps=4, num_stages=2, multibuffer=s.get("multibuffer")),
     )
     return dk, dv, dbeta_t
