@@ -15,10 +15,9 @@ import triton
 import triton.language as tl
 
 from fla_ascend import backend
-from fla_ascend.backend import launch_options
 from fla_ascend.ops.common.chunk_index import seq_bounds
 from fla_ascend.tiling import task_plan
-from fla_ascend.ops.common.tiles import npu_tiles
+from fla_ascend.ops.common.tiles import npu_tiles, stage_launch
 from fla_ascend.tiling.ub import Tile
 
 
@@ -152,7 +151,7 @@ def chunk_fwd_h(
         H=H, HV=HV, K=K, V=V, BT=chunk_size, BK=triton.next_power_of_2(K), BV=BV,
         USE_INITIAL_STATE=initial_state is not None, STORE_FINAL_STATE=output_final_state,
         IS_VARLEN=cu_seqlens is not None, TASK_LOOP=plan.task_loop,
-        **launch_options(num_warps=4, num_stages=2, multibuffer=multibuffer),
+        **stage_launch("chunk_h", multibuffer),
     )
     return h, v_new, ht
 
@@ -277,6 +276,6 @@ def chunk_bwd_dh(
         H=H, HV=HV, K=K, V=V, BT=chunk_size, BK=triton.next_power_of_2(K), BV=BV,
         USE_FINAL_STATE_GRADIENT=dht is not None, USE_INITIAL_STATE=need_dh0,
         IS_VARLEN=cu_seqlens is not None, TASK_LOOP=plan.task_loop,
-        **launch_options(num_warps=4, num_stages=2, multibuffer=multibuffer),
+        **stage_launch("chunk_h", multibuffer),
     )
     return dh, dv_new, dh0

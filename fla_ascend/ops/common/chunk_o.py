@@ -9,10 +9,9 @@ import torch
 import triton
 import triton.language as tl
 
-from fla_ascend.backend import launch_options
 from fla_ascend.ops.common.chunk_index import chunk_bounds
 from fla_ascend.tiling import task_plan
-from fla_ascend.ops.common.tiles import npu_tiles
+from fla_ascend.ops.common.tiles import npu_tiles, stage_launch
 from fla_ascend.tiling.ub import Tile
 
 
@@ -117,7 +116,7 @@ def chunk_fwd_o(
         scale=scale, T=T, NT=triton.cdiv(T, chunk_size), TT=B * T, n_tasks=n_tasks, n_programs=plan.n_programs,
         H=H, HV=HV, K=K, V=V, BT=chunk_size, BK=min(s["BK"], triton.next_power_of_2(K)), BV=BV,
         IS_VARLEN=cu_seqlens is not None, TASK_LOOP=plan.task_loop,
-        **launch_options(num_warps=4, num_stages=2, multibuffer=s.get("multibuffer")),
+        **stage_launch("chunk_o", s.get("multibuffer")),
     )
     return o
 
@@ -196,7 +195,7 @@ def chunk_bwd_dv_local(
         n_programs=plan.n_programs, H=H, HV=HV, K=K, V=V, BT=chunk_size,
         BK=min(s["BK"], triton.next_power_of_2(K)), BV=min(s["BV"], triton.next_power_of_2(V)),
         IS_VARLEN=cu_seqlens is not None, TASK_LOOP=plan.task_loop,
-        **launch_options(num_warps=4, num_stages=2, multibuffer=s.get("multibuffer")),
+        **stage_launch("chunk_o", s.get("multibuffer")),
     )
     return dv_local
 
@@ -330,6 +329,6 @@ def chunk_bwd_dqkwg(
         T=T, NT=triton.cdiv(T, chunk_size), TT=B * T, n_tasks=n_tasks, n_programs=plan.n_programs,
         H=H, HV=HV, K=K, V=V, BT=chunk_size, BK=BK, BV=min(s["BV"], triton.next_power_of_2(V)),
         IS_VARLEN=cu_seqlens is not None, TASK_LOOP=plan.task_loop,
-        **launch_options(num_warps=4, num_stages=2, multibuffer=s.get("multibuffer")),
+        **stage_launch("chunk_o", s.get("multibuffer")),
     )
     return dq, dk, dw, dg_parts

@@ -32,3 +32,30 @@ def npu_tiles(tiles, chunk_size: int, x: torch.Tensor, candidates: dict, **fixed
         # Without double buffering each tile is charged once: slower DMA overlap, but it fits
         # (e.g. the K = 256 state recurrences, whose whole-K tiles are live at once).
         return {**fit_tiles(tiles, candidates, fixed=fixed, multibuffer=1), "multibuffer": False}
+
+
+CUDA_LAUNCH = {
+    # stage: launch options and dot precision on CUDA (measured on the H200: see cases.md)
+    "wy_fwd": {"num_warps": 4, "precision": "tf32x3"},
+    "wy_bwd": {"num_warps": 4, "num_stages": 2, "precision": "tf32x3"},
+    "chunk_h": {"num_warps": 4, "num_stages": 2},
+    "chunk_o": {"num_warps": 4, "num_stages": 2},
+}
+"""Per-stage CUDA choices (``num_warps``, ``num_stages`` and the ``input_precision`` of the
+fp32 x fp32 dots of the WY stages). A table, not ``triton.autotune``: autotuning at import
+raises with triton-ascend and no NPU (DESIGN.md principle 4); benchmarks may override entries."""
+
+
+def stage_launch(stage: str, multibuffer: bool | None = None) -> dict:
+    """Launch keyword arguments of a chunk stage for the current backend (filtered by
+    :func:`fla_ascend.backend.launch_options`: CUDA gets ``num_warps``/``num_stages``, an NPU
+    gets ``multibuffer``)."""
+    opts = {k: v for k, v in CUDA_LAUNCH[stage].items() if k != "precision"}
+    return backend.launch_options(**opts, multibuffer=multibuffer)
+
+
+def dot_precision(stage: str) -> str:
+    """``input_precision`` for fp32 x fp32 dots that need accuracy: the table's choice on CUDA
+    (``tf32x3``: three tf32 products, near-fp32 error), ``ieee`` elsewhere (the Ascend cube
+    and the interpreter compute fp32 products exactly)."""
+    return CUDA_LAUNCH[stage].get("precision", "ieee") if backend.device_type() == "cuda" else "ieee"

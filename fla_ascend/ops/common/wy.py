@@ -18,11 +18,9 @@ import torch
 import triton
 import triton.language as tl
 
-from fla_ascend import backend
-from fla_ascend.backend import launch_options
 from fla_ascend.ops.common.chunk_index import chunk_bounds
 from fla_ascend.tiling import task_plan
-from fla_ascend.ops.common.tiles import npu_tiles
+from fla_ascend.ops.common.tiles import dot_precision, npu_tiles, stage_launch
 from fla_ascend.tiling.ub import Tile
 
 
@@ -131,13 +129,6 @@ def chunk_wy_fwd_kernel(
                            H, HV, K, V, BT, BK, BV, DOT_PRECISION, STORE_AI, IS_VARLEN)
 
 
-def dot_precision() -> str:
-    """``input_precision`` for fp32 x fp32 dots that need full accuracy: ``tf32x3`` on CUDA
-    (three tf32 products, near-fp32 error), ``ieee`` elsewhere (the Ascend cube and the
-    interpreter compute fp32 products exactly)."""
-    return "tf32x3" if backend.device_type() == "cuda" else "ieee"
-
-
 def chunk_wy_fwd(
     k: torch.Tensor,
     v: torch.Tensor,
@@ -176,9 +167,9 @@ def chunk_wy_fwd(
         T=T, NT=triton.cdiv(T, chunk_size), TT=B * T, n_tasks=n_chunks * HV, n_programs=plan.n_programs,
         H=H, HV=HV, K=K, V=V, BT=chunk_size,
         BK=min(BK, triton.next_power_of_2(K)), BV=min(BV, triton.next_power_of_2(V)),
-        DOT_PRECISION=dot_precision(), STORE_AI=store_ai, IS_VARLEN=cu_seqlens is not None,
+        DOT_PRECISION=dot_precision("wy_fwd"), STORE_AI=store_ai, IS_VARLEN=cu_seqlens is not None,
         TASK_LOOP=plan.task_loop,
-        **launch_options(num_warps=4, multibuffer=s.get("multibuffer")),
+        **stage_launch("wy_fwd", s.get("multibuffer")),
     )
     return w, u, Ai
 
@@ -321,7 +312,7 @@ def chunk_wy_bwd(
         n_tasks=n_chunks * HV, n_programs=plan.n_programs,
         H=H, HV=HV, K=K, V=V, BT=chunk_size,
         BK=min(s["BK"], triton.next_power_of_2(K)), BV=min(s["BV"], triton.next_power_of_2(V)),
-        DOT_PRECISION=dot_precision(), IS_VARLEN=cu_seqlens is not None, TASK_LOOP=plan.task_loop,
-        **launch_options(num_warps=4, num_stages=2, multibuffer=s.get("multibuffer")),
+        DOT_PRECISION=dot_precision("wy_bwd"), IS_VARLEN=cu_seqlens is not None, TASK_LOOP=plan.task_loop,
+        **stage_launch("wy_bwd", s.get("multibuffer")),
     )
     return dk, dv, dbeta_t
