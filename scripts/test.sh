@@ -12,5 +12,9 @@ for d in ("triton-ascend", "triton"):
     try: print(d, m.version(d)); break
     except m.PackageNotFoundError: pass'))"
   "$venv/bin/python" -m pytest -q -m "not gpu and not slow" -p no:cacheprovider "$@" || status=1
+  if [ "$flavour" = ascend ]; then
+    echo "=== static NPU readiness check (triton-ascend front end)"
+    "$venv/bin/python" -m fla_ascend.cli check --chip Ascend910B2 --chip Ascend910B3 || status=1
+  fi
 done
 exit $status
