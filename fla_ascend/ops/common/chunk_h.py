@@ -17,7 +17,7 @@ import triton.language as tl
 from fla_ascend import backend
 from fla_ascend.ops.common.chunk_index import seq_bounds
 from fla_ascend.tiling import task_plan
-from fla_ascend.ops.common.tiles import npu_tiles, stage_launch
+from fla_ascend.ops.common.tiles import dot_dim, npu_tiles, stage_launch
 from fla_ascend.tiling.ub import Tile
 
 
@@ -98,15 +98,15 @@ def _state_bv(N: int, HV: int, K: int, V: int, tiles, chunk_size: int, x: torch.
     """``(BV, multibuffer)`` for the state recurrences: on an NPU the largest ``BV`` that fits
     the UB with the whole ``K`` on chip (``multibuffer`` False when only unbuffered fits); on CUDA the largest of 64/32 that still gives one program per SM (the
     recurrence is latency-bound, so parallelism beats tile size)."""
-    fit = npu_tiles(tiles, chunk_size, x, {"BV": [64, 32, 16]}, BK=triton.next_power_of_2(K))
+    fit = npu_tiles(tiles, chunk_size, x, {"BV": [64, 32, 16]}, BK=dot_dim(K))
     if fit is not None:
-        return min(fit["BV"], triton.next_power_of_2(V)), fit.get("multibuffer")
+        return min(fit["BV"], dot_dim(V)), fit.get("multibuffer")
     if backend.device_type() == "cuda":
         for bv in (64, 32):
             if N * HV * triton.cdiv(V, bv) >= backend.num_cores("cube"):
-                return min(bv, triton.next_power_of_2(V)), None
-        return min(32, triton.next_power_of_2(V)), None
-    return min(64, triton.next_power_of_2(V)), None
+                return min(bv, dot_dim(V)), None
+        return min(32, dot_dim(V)), None
+    return min(64, dot_dim(V)), None
 
 
 def chunk_fwd_h(
@@ -148,7 +148,7 @@ def chunk_fwd_h(
         k=k, w=w, u=u, g_cum=g_cum, h=h, v_new=v_new, h0=initial_state, ht=ht,
         cu_seqlens=cu_seqlens, chunk_offsets=chunk_offsets,
         T=T, NT=triton.cdiv(T, chunk_size), TT=B * T, n_tasks=n_tasks, n_programs=plan.n_programs,
-        H=H, HV=HV, K=K, V=V, BT=chunk_size, BK=triton.next_power_of_2(K), BV=BV,
+        H=H, HV=HV, K=K, V=V, BT=chunk_size, BK=dot_dim(K), BV=BV,
         USE_INITIAL_STATE=initial_state is not None, STORE_FINAL_STATE=output_final_state,
         IS_VARLEN=cu_seqlens is not None, TASK_LOOP=plan.task_loop,
         **stage_launch("chunk_h", multibuffer),
@@ -273,7 +273,7 @@ def chunk_bwd_dh(
         q=q, k=k, w=w, g_cum=g_cum, do=do, dv_local=dv_local, dh=dh, dv_new=dv_new, dht=dht, dh0=dh0,
         cu_seqlens=cu_seqlens, chunk_offsets=chunk_offsets, scale=scale,
         T=T, NT=triton.cdiv(T, chunk_size), TT=B * T, n_tasks=n_tasks, n_programs=plan.n_programs,
-        H=H, HV=HV, K=K, V=V, BT=chunk_size, BK=triton.next_power_of_2(K), BV=BV,
+        H=H, HV=HV, K=K, V=V, BT=chunk_size, BK=dot_dim(K), BV=BV,
         USE_FINAL_STATE_GRADIENT=dht is not None, USE_INITIAL_STATE=need_dh0,
         IS_VARLEN=cu_seqlens is not None, TASK_LOOP=plan.task_loop,
         **stage_launch("chunk_h", multibuffer),

@@ -1,7 +1,9 @@
-"""Tile sizes of the chunk stages on an NPU, chosen by the UB model (DESIGN.md principle 4)."""
+"""Tile sizes and launch options of the chunk stages per backend: NPU tiles from the UB model
+(DESIGN.md principle 4), a CUDA launch table, and the smallest dot tile extent."""
 from __future__ import annotations
 
 import torch
+import triton
 
 from fla_ascend import backend
 from fla_ascend.tiling.ub import fit_tiles
@@ -59,3 +61,9 @@ def dot_precision(stage: str) -> str:
     (``tf32x3``: three tf32 products, near-fp32 error), ``ieee`` elsewhere (the Ascend cube
     and the interpreter compute fp32 products exactly)."""
     return CUDA_LAUNCH[stage].get("precision", "ieee") if backend.device_type() == "cuda" else "ieee"
+
+
+def dot_dim(n: int) -> int:
+    """Tile extent for a head dim ``n`` that enters ``tl.dot``: the next power of two, at least
+    16 (the smallest dot operand Triton accepts; masks cover the padding)."""
+    return max(16, triton.next_power_of_2(n))

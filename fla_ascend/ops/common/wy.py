@@ -20,7 +20,7 @@ import triton.language as tl
 
 from fla_ascend.ops.common.chunk_index import chunk_bounds
 from fla_ascend.tiling import task_plan
-from fla_ascend.ops.common.tiles import dot_precision, npu_tiles, stage_launch
+from fla_ascend.ops.common.tiles import dot_dim, dot_precision, npu_tiles, stage_launch
 from fla_ascend.tiling.ub import Tile
 
 
@@ -166,7 +166,7 @@ def chunk_wy_fwd(
         chunk_indices=chunk_indices, cu_seqlens=cu_seqlens,
         T=T, NT=triton.cdiv(T, chunk_size), TT=B * T, n_tasks=n_chunks * HV, n_programs=plan.n_programs,
         H=H, HV=HV, K=K, V=V, BT=chunk_size,
-        BK=min(BK, triton.next_power_of_2(K)), BV=min(BV, triton.next_power_of_2(V)),
+        BK=min(BK, dot_dim(K)), BV=min(BV, dot_dim(V)),
         DOT_PRECISION=dot_precision("wy_fwd"), STORE_AI=store_ai, IS_VARLEN=cu_seqlens is not None,
         TASK_LOOP=plan.task_loop,
         **stage_launch("wy_fwd", s.get("multibuffer")),
@@ -311,7 +311,7 @@ def chunk_wy_bwd(
         T=T, NT=triton.cdiv(T, chunk_size), TT=B * T, NK_PARTS=dg_parts.shape[0] - 1,
         n_tasks=n_chunks * HV, n_programs=plan.n_programs,
         H=H, HV=HV, K=K, V=V, BT=chunk_size,
-        BK=min(s["BK"], triton.next_power_of_2(K)), BV=min(s["BV"], triton.next_power_of_2(V)),
+        BK=min(s["BK"], dot_dim(K)), BV=min(s["BV"], dot_dim(V)),
         DOT_PRECISION=dot_precision("wy_bwd"), IS_VARLEN=cu_seqlens is not None, TASK_LOOP=plan.task_loop,
         **stage_launch("wy_bwd", s.get("multibuffer")),
     )
