@@ -20,6 +20,7 @@ import functools
 import importlib.metadata
 import importlib.util
 import os
+import sys
 from dataclasses import dataclass
 
 import torch
@@ -77,8 +78,15 @@ def _flavour_version(flavour: str) -> str:
 
 DEVICE_TYPE: str = _detect_device_type()
 TRITON_FLAVOUR: str = _detect_flavour()
-if DEVICE_TYPE == "cpu":
-    # Must happen before the first `import triton` anywhere in the process.
+if DEVICE_TYPE == "cpu" and os.environ.get("TRITON_INTERPRET", "0") != "1":
+    # Must happen before the first `import triton` anywhere in the process: Triton sets up its
+    # interpreter when it is imported, so a later switch leaves kernels half-interpreted.
+    if "triton" in sys.modules:
+        raise ImportError(
+            "fla_ascend found no GPU or NPU and must run its kernels on the Triton interpreter, but "
+            "triton was imported before fla_ascend without TRITON_INTERPRET=1; import fla_ascend "
+            "first or set TRITON_INTERPRET=1 in the environment"
+        )
     os.environ["TRITON_INTERPRET"] = "1"
 INTERPRET: bool = os.environ.get("TRITON_INTERPRET", "0") == "1"
 

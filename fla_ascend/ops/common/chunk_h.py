@@ -17,7 +17,7 @@ import triton.language as tl
 from fla_ascend import backend
 from fla_ascend.ops.common.chunk_index import seq_bounds
 from fla_ascend.tiling import task_plan
-from fla_ascend.ops.common.tiles import dot_dim, npu_tiles, stage_launch
+from fla_ascend.ops.common.tiles import CUDA_LAUNCH, dot_dim, npu_tiles, stage_launch
 from fla_ascend.tiling.ub import Tile
 
 
@@ -96,16 +96,18 @@ def chunk_fwd_h_kernel(
 
 def _state_bv(N: int, HV: int, K: int, V: int, tiles, chunk_size: int, x: torch.Tensor) -> tuple[int, bool | None]:
     """``(BV, multibuffer)`` for the state recurrences: on an NPU the largest ``BV`` that fits
-    the UB with the whole ``K`` on chip (``multibuffer`` False when only unbuffered fits); on CUDA the largest of 64/32 that still gives one program per SM (the
-    recurrence is latency-bound, so parallelism beats tile size)."""
+    the UB with the whole ``K`` on chip (``multibuffer`` False when only unbuffered fits); on
+    CUDA the largest table candidate that still gives one program per SM (the recurrence is
+    latency-bound, so parallelism beats tile size)."""
     fit = npu_tiles(tiles, chunk_size, x, {"BV": [64, 32, 16]}, BK=dot_dim(K))
     if fit is not None:
         return min(fit["BV"], dot_dim(V)), fit.get("multibuffer")
     if backend.device_type() == "cuda":
-        for bv in (64, 32):
+        candidates = sorted(CUDA_LAUNCH["chunk_h"]["bv"], reverse=True)
+        for bv in candidates:
             if N * HV * triton.cdiv(V, bv) >= backend.num_cores("cube"):
                 return min(bv, dot_dim(V)), None
-        return min(32, dot_dim(V)), None
+        return min(candidates[-1], dot_dim(V)), None
     return min(64, dot_dim(V)), None
 
 

@@ -40,11 +40,11 @@ CUDA_LAUNCH = {
     # stage: launch options and dot precision on CUDA (measured on the H200: see cases.md)
     "wy_fwd": {"num_warps": 4, "precision": "tf32x3"},
     "wy_bwd": {"num_warps": 4, "num_stages": 2, "precision": "tf32x3"},
-    "chunk_h": {"num_warps": 4, "num_stages": 2},
+    "chunk_h": {"num_warps": 4, "num_stages": 2, "bv": (64, 32)},
     "chunk_o": {"num_warps": 4, "num_stages": 2},
 }
-"""Per-stage CUDA choices (``num_warps``, ``num_stages`` and the ``input_precision`` of the
-fp32 x fp32 dots of the WY stages). A table, not ``triton.autotune``: autotuning at import
+"""Per-stage CUDA choices: ``num_warps``, ``num_stages``, the ``input_precision`` of the
+fp32 x fp32 dots of the WY stages, and the ``BV`` candidates of the state recurrences. A table, not ``triton.autotune``: autotuning at import
 raises with triton-ascend and no NPU (DESIGN.md principle 4); benchmarks may override entries."""
 
 
@@ -52,7 +52,7 @@ def stage_launch(stage: str, multibuffer: bool | None = None) -> dict:
     """Launch keyword arguments of a chunk stage for the current backend (filtered by
     :func:`fla_ascend.backend.launch_options`: CUDA gets ``num_warps``/``num_stages``, an NPU
     gets ``multibuffer``)."""
-    opts = {k: v for k, v in CUDA_LAUNCH[stage].items() if k != "precision"}
+    opts = {k: v for k, v in CUDA_LAUNCH[stage].items() if k in ("num_warps", "num_stages")}
     return backend.launch_options(**opts, multibuffer=multibuffer)
 
 

@@ -35,9 +35,15 @@ WY_BWD_TILES = [Tile(("BT", "BK"), "in", "k"), Tile(("BT", "BK"), "fp32", "dw"),
     Tile(("BT", "BK"), "fp32", "dk out")]
 
 
+INVERSE_3D = False
+"""Which diagonal-block substitution :func:`wy_inverse` compiles: the whole-tile one (False)
+or the one on ``[BT/16, 16, 16]`` blocks (True). Both are exact; the faster one on each
+backend is kept (see cases.md)."""
+
 @triton.jit
-def wy_inverse(b_A, BT: tl.constexpr, DOT_PRECISION: tl.constexpr):
-    """``(I + A)^-1`` of a strictly lower-triangular ``[BT, BT]`` fp32 tile (BT in 16, 32, 64)."""
+def _diag_inverse_2d(b_A, BT: tl.constexpr):
+    """``D^-1``, ``D = I + diag_blocks16(A)``, by forward substitution on the whole ``[BT, BT]``
+    tile (all 16x16 blocks advance together)."""
     o_i = tl.arange(0, BT)
     o_r = o_i % 16
     m_blk = (o_i[:, None] // 16) == (o_i[None, :] // 16)
@@ -48,7 +54,37 @@ def wy_inverse(b_A, BT: tl.constexpr, DOT_PRECISION: tl.constexpr):
         b_a = -tl.sum(tl.where(m_row[:, None], b_D, 0.0), 0)  # [BT] row r of every block
         b_a = b_a + tl.sum(b_a[:, None] * b_X, 0)
         b_X = tl.where(m_row[:, None] & m_blk, b_a[None, :], b_X)
-    b_X = b_X + tl.where(o_i[:, None] == o_i[None, :], 1.0, 0.0)  # D^-1
+    return b_X + tl.where(o_i[:, None] == o_i[None, :], 1.0, 0.0)
+
+
+@triton.jit
+def _diag_inverse_3d(b_A, BT: tl.constexpr):
+    """``D^-1`` as :func:`_diag_inverse_2d`, with the substitution on the ``[BT/16, 16, 16]``
+    diagonal blocks only (a quarter of the elements per step at BT = 64)."""
+    NB: tl.constexpr = BT // 16
+    o_b = tl.arange(0, NB)
+    o_r = tl.arange(0, 16)
+    m_diag = o_b[:, None, None, None] == o_b[None, None, :, None]  # [NB, 1, NB, 1]
+    b_D = tl.sum(tl.where(m_diag, tl.reshape(b_A, [NB, 16, NB, 16]), 0.0), 2)  # [NB, 16, 16]
+    b_X = -b_D
+    for r in range(2, 16):
+        m_row = (o_r == r)[None, :, None]  # [1, 16, 1]
+        b_a = -tl.sum(tl.where(m_row, b_D, 0.0), 1)  # [NB, 16] row r of every block
+        b_a = b_a + tl.sum(b_a[:, :, None] * b_X, 1)
+        b_X = tl.where(m_row, b_a[:, None, :], b_X)
+    b_X = b_X + tl.where(o_r[:, None] == o_r[None, :], 1.0, 0.0)[None, :, :]
+    return tl.reshape(tl.where(m_diag, b_X[:, :, None, :], 0.0), [BT, BT])
+
+
+@triton.jit
+def wy_inverse(b_A, BT: tl.constexpr, DOT_PRECISION: tl.constexpr, INVERSE_3D: tl.constexpr):
+    """``(I + A)^-1`` of a strictly lower-triangular ``[BT, BT]`` fp32 tile (BT in 16, 32, 64)."""
+    o_i = tl.arange(0, BT)
+    m_blk = (o_i[:, None] // 16) == (o_i[None, :] // 16)
+    if INVERSE_3D:
+        b_X = _diag_inverse_3d(b_A, BT)
+    else:
+        b_X = _diag_inverse_2d(b_A, BT)
     if BT > 16:
         b_E = tl.where(m_blk, 0.0, b_A)  # [BT, BT] strictly block-lower part
         b_N = tl.dot(b_X + 0.0, b_E, input_precision=DOT_PRECISION)  # copy: b_X is read again (trap 1)
@@ -66,7 +102,7 @@ def _chunk_wy_fwd_task(
     i_task, k, v, g_cum, beta_t, w, u, Ai, chunk_indices, cu_seqlens, T, NT, TT,
     H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr,
     BT: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr,
-    DOT_PRECISION: tl.constexpr, STORE_AI: tl.constexpr, IS_VARLEN: tl.constexpr,
+    DOT_PRECISION: tl.constexpr, INVERSE_3D: tl.constexpr, STORE_AI: tl.constexpr, IS_VARLEN: tl.constexpr,
 ):
     i_c = i_task // HV
     i_hv = i_task % HV
@@ -88,7 +124,7 @@ def _chunk_wy_fwd_task(
         b_A += tl.dot(b_k, tl.trans(b_k))
     m_lower = (o_t[:, None] > o_t[None, :]) & m_t[:, None]  # rows past the sequence end would overflow exp
     b_A = tl.where(m_lower, b_A * b_beta[:, None] * tl.exp(tl.where(m_lower, b_g[:, None] - b_g[None, :], 0.0)), 0.0)
-    b_Ai = wy_inverse(b_A, BT, DOT_PRECISION)  # [BT, BT]
+    b_Ai = wy_inverse(b_A, BT, DOT_PRECISION, INVERSE_3D)  # [BT, BT]
     if STORE_AI:
         p_Ai = Ai + (t0 * HV + i_hv) * BT + o_t[:, None] * (HV * BT) + o_t[None, :]
         tl.store(p_Ai, b_Ai, mask=m_t[:, None])
@@ -118,15 +154,16 @@ def chunk_wy_fwd_kernel(
     k, v, g_cum, beta_t, w, u, Ai, chunk_indices, cu_seqlens, T, NT, TT, n_tasks, n_programs,
     H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr,
     BT: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr,
-    DOT_PRECISION: tl.constexpr, STORE_AI: tl.constexpr, IS_VARLEN: tl.constexpr, TASK_LOOP: tl.constexpr,
+    DOT_PRECISION: tl.constexpr, INVERSE_3D: tl.constexpr, STORE_AI: tl.constexpr, IS_VARLEN: tl.constexpr,
+    TASK_LOOP: tl.constexpr,
 ):
     if TASK_LOOP:
         for i_task in tl.range(tl.program_id(0), n_tasks, n_programs):
             _chunk_wy_fwd_task(i_task, k, v, g_cum, beta_t, w, u, Ai, chunk_indices, cu_seqlens, T, NT, TT,
-                               H, HV, K, V, BT, BK, BV, DOT_PRECISION, STORE_AI, IS_VARLEN)
+                               H, HV, K, V, BT, BK, BV, DOT_PRECISION, INVERSE_3D, STORE_AI, IS_VARLEN)
     else:
         _chunk_wy_fwd_task(tl.program_id(0), k, v, g_cum, beta_t, w, u, Ai, chunk_indices, cu_seqlens, T, NT, TT,
-                           H, HV, K, V, BT, BK, BV, DOT_PRECISION, STORE_AI, IS_VARLEN)
+                           H, HV, K, V, BT, BK, BV, DOT_PRECISION, INVERSE_3D, STORE_AI, IS_VARLEN)
 
 
 def chunk_wy_fwd(
@@ -167,7 +204,7 @@ def chunk_wy_fwd(
         T=T, NT=triton.cdiv(T, chunk_size), TT=B * T, n_tasks=n_chunks * HV, n_programs=plan.n_programs,
         H=H, HV=HV, K=K, V=V, BT=chunk_size,
         BK=min(BK, dot_dim(K)), BV=min(BV, dot_dim(V)),
-        DOT_PRECISION=dot_precision("wy_fwd"), STORE_AI=store_ai, IS_VARLEN=cu_seqlens is not None,
+        DOT_PRECISION=dot_precision("wy_fwd"), INVERSE_3D=INVERSE_3D, STORE_AI=store_ai, IS_VARLEN=cu_seqlens is not None,
         TASK_LOOP=plan.task_loop,
         **stage_launch("wy_fwd", s.get("multibuffer")),
     )
