@@ -8,7 +8,7 @@ Per chunk of ``BT`` tokens and value head (``k`` of the key head it shares under
 
 The inverse is computed without leaving the chip. First the 16x16 diagonal blocks of ``A`` are
 inverted together, by forward substitution over the 16 row positions (all blocks advance in
-the same step; their columns do not overlap). With ``D = I + diag_blocks(A)`` and the strictly
+the same step, on a ``[BT/16, 16, 16]`` tile). With ``D = I + diag_blocks(A)`` and the strictly
 block-lower rest ``E``, ``I + A = D (I + N)`` with ``N = D^-1 E`` nilpotent of order
 ``BT / 16 <= 4``, so ``(I + A)^-1 = (I - N)(I + N^2) D^-1``: at most four ``BT x BT`` dots.
 """
@@ -35,32 +35,11 @@ WY_BWD_TILES = [Tile(("BT", "BK"), "in", "k"), Tile(("BT", "BK"), "fp32", "dw"),
     Tile(("BT", "BK"), "fp32", "dk out")]
 
 
-INVERSE_3D = False
-"""Which diagonal-block substitution :func:`wy_inverse` compiles: the whole-tile one (False)
-or the one on ``[BT/16, 16, 16]`` blocks (True). Both are exact; the faster one on each
-backend is kept (see cases.md)."""
-
 @triton.jit
-def _diag_inverse_2d(b_A, BT: tl.constexpr):
-    """``D^-1``, ``D = I + diag_blocks16(A)``, by forward substitution on the whole ``[BT, BT]``
-    tile (all 16x16 blocks advance together)."""
-    o_i = tl.arange(0, BT)
-    o_r = o_i % 16
-    m_blk = (o_i[:, None] // 16) == (o_i[None, :] // 16)
-    b_D = tl.where(m_blk, b_A, 0.0)  # [BT, BT] block-diagonal part
-    b_X = -b_D
-    for r in range(2, 16):
-        m_row = o_r == r
-        b_a = -tl.sum(tl.where(m_row[:, None], b_D, 0.0), 0)  # [BT] row r of every block
-        b_a = b_a + tl.sum(b_a[:, None] * b_X, 0)
-        b_X = tl.where(m_row[:, None] & m_blk, b_a[None, :], b_X)
-    return b_X + tl.where(o_i[:, None] == o_i[None, :], 1.0, 0.0)
-
-
-@triton.jit
-def _diag_inverse_3d(b_A, BT: tl.constexpr):
-    """``D^-1`` as :func:`_diag_inverse_2d`, with the substitution on the ``[BT/16, 16, 16]``
-    diagonal blocks only (a quarter of the elements per step at BT = 64)."""
+def _diag_inverse(b_A, BT: tl.constexpr):
+    """``D^-1``, ``D = I + diag_blocks16(A)``, by forward substitution on the ``[BT/16, 16, 16]``
+    diagonal blocks (all blocks advance together). Measured on the H200 (cases.md): half the
+    time of the same substitution on the whole ``[BT, BT]`` tile."""
     NB: tl.constexpr = BT // 16
     o_b = tl.arange(0, NB)
     o_r = tl.arange(0, 16)
@@ -77,14 +56,11 @@ def _diag_inverse_3d(b_A, BT: tl.constexpr):
 
 
 @triton.jit
-def wy_inverse(b_A, BT: tl.constexpr, DOT_PRECISION: tl.constexpr, INVERSE_3D: tl.constexpr):
+def wy_inverse(b_A, BT: tl.constexpr, DOT_PRECISION: tl.constexpr):
     """``(I + A)^-1`` of a strictly lower-triangular ``[BT, BT]`` fp32 tile (BT in 16, 32, 64)."""
     o_i = tl.arange(0, BT)
     m_blk = (o_i[:, None] // 16) == (o_i[None, :] // 16)
-    if INVERSE_3D:
-        b_X = _diag_inverse_3d(b_A, BT)
-    else:
-        b_X = _diag_inverse_2d(b_A, BT)
+    b_X = _diag_inverse(b_A, BT)
     if BT > 16:
         b_E = tl.where(m_blk, 0.0, b_A)  # [BT, BT] strictly block-lower part
         b_N = tl.dot(b_X + 0.0, b_E, input_precision=DOT_PRECISION)  # copy: b_X is read again (trap 1)
@@ -102,7 +78,7 @@ def _chunk_wy_fwd_task(
     i_task, k, v, g_cum, beta_t, w, u, Ai, chunk_indices, cu_seqlens, T, NT, TT,
     H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr,
     BT: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr,
-    DOT_PRECISION: tl.constexpr, INVERSE_3D: tl.constexpr, STORE_AI: tl.constexpr, IS_VARLEN: tl.constexpr,
+    DOT_PRECISION: tl.constexpr, STORE_AI: tl.constexpr, IS_VARLEN: tl.constexpr,
 ):
     i_c = i_task // HV
     i_hv = i_task % HV
@@ -124,7 +100,7 @@ def _chunk_wy_fwd_task(
         b_A += tl.dot(b_k, tl.trans(b_k))
     m_lower = (o_t[:, None] > o_t[None, :]) & m_t[:, None]  # rows past the sequence end would overflow exp
     b_A = tl.where(m_lower, b_A * b_beta[:, None] * tl.exp(tl.where(m_lower, b_g[:, None] - b_g[None, :], 0.0)), 0.0)
-    b_Ai = wy_inverse(b_A, BT, DOT_PRECISION, INVERSE_3D)  # [BT, BT]
+    b_Ai = wy_inverse(b_A, BT, DOT_PRECISION)  # [BT, BT]
     if STORE_AI:
         p_Ai = Ai + (t0 * HV + i_hv) * BT + o_t[:, None] * (HV * BT) + o_t[None, :]
         tl.store(p_Ai, b_Ai, mask=m_t[:, None])
@@ -154,16 +130,15 @@ def chunk_wy_fwd_kernel(
     k, v, g_cum, beta_t, w, u, Ai, chunk_indices, cu_seqlens, T, NT, TT, n_tasks, n_programs,
     H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr,
     BT: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr,
-    DOT_PRECISION: tl.constexpr, INVERSE_3D: tl.constexpr, STORE_AI: tl.constexpr, IS_VARLEN: tl.constexpr,
-    TASK_LOOP: tl.constexpr,
+    DOT_PRECISION: tl.constexpr, STORE_AI: tl.constexpr, IS_VARLEN: tl.constexpr, TASK_LOOP: tl.constexpr,
 ):
     if TASK_LOOP:
         for i_task in tl.range(tl.program_id(0), n_tasks, n_programs):
             _chunk_wy_fwd_task(i_task, k, v, g_cum, beta_t, w, u, Ai, chunk_indices, cu_seqlens, T, NT, TT,
-                               H, HV, K, V, BT, BK, BV, DOT_PRECISION, INVERSE_3D, STORE_AI, IS_VARLEN)
+                               H, HV, K, V, BT, BK, BV, DOT_PRECISION, STORE_AI, IS_VARLEN)
     else:
         _chunk_wy_fwd_task(tl.program_id(0), k, v, g_cum, beta_t, w, u, Ai, chunk_indices, cu_seqlens, T, NT, TT,
-                           H, HV, K, V, BT, BK, BV, DOT_PRECISION, INVERSE_3D, STORE_AI, IS_VARLEN)
+                           H, HV, K, V, BT, BK, BV, DOT_PRECISION, STORE_AI, IS_VARLEN)
 
 
 def chunk_wy_fwd(
@@ -204,7 +179,7 @@ def chunk_wy_fwd(
         T=T, NT=triton.cdiv(T, chunk_size), TT=B * T, n_tasks=n_chunks * HV, n_programs=plan.n_programs,
         H=H, HV=HV, K=K, V=V, BT=chunk_size,
         BK=min(BK, dot_dim(K)), BV=min(BV, dot_dim(V)),
-        DOT_PRECISION=dot_precision("wy_fwd"), INVERSE_3D=INVERSE_3D, STORE_AI=store_ai, IS_VARLEN=cu_seqlens is not None,
+        DOT_PRECISION=dot_precision("wy_fwd"), STORE_AI=store_ai, IS_VARLEN=cu_seqlens is not None,
         TASK_LOOP=plan.task_loop,
         **stage_launch("wy_fwd", s.get("multibuffer")),
     )
