@@ -16,10 +16,18 @@ Kernels (one ``@triton.jit`` source each, task-loop launch plans):
   state plus ``dht`` for sequences shorter than ``W``).
 - ``causal_conv1d_update_kernel``: one decode token per sequence; shifts the cache in place.
 
-NPU layout (ascend-notes.md): the weight is read as ``[W, D]`` (transposed once on the host) so
-each tap is a contiguous ``[BD]`` row; token tiles of ``x`` are read with the channel axis
-innermost (stride 1), also for strided views; halo rows before the sequence start or past its
-end are masked.
+NPU layout (ascend-notes.md: the innermost loaded or stored axis must be contiguous): the weight
+is read as ``[W, D]`` (transposed once on the host) so each tap is a contiguous ``[BD]`` row; token
+tiles of ``x`` are read with the channel axis innermost (stride 1), also for strided views; the
+states the kernels read (``initial_state``, the final-state gradient) are re-laid out once on the
+host from ``[N, D, W]`` to ``[N, W, D]`` (small: ``W`` rows of ``D``), so a state row lines up with a
+token row; states the kernels write (final state, ``dh0``) keep the public ``[N, D, W]`` layout and
+are stored as ``[BD, BW]`` tiles (``tl.trans`` on chip), contiguous along ``W``. Halo rows before
+the sequence start or past its end are masked.
+
+triton-ascend 3.2.0's adapter (``triton-to-linalg``) crashes on a load mask ``o + k >= s`` (``o``
+an ``arange``, ``s`` a runtime scalar) repeated over unrolled taps; the same bound written
+``s <= o + k`` lowers. Lower bounds against runtime scalars are written that way here.
 """
 from __future__ import annotations
 
@@ -42,9 +50,11 @@ with an activation); widths 2 to 4 are the fast case (Qwen3-Next uses 4)."""
 def _tiles(D: int) -> tuple[int, int]:
     """``(BT, BD)`` token and channel tile of the sequence kernels.
 
-    NPU: one float32 ``[BT, BD]`` tile is 8 KiB (2048 elements); the backward keeps about 5 alive
-    (accumulators, window, dy, dpre), charged twice by multibuffer: 5 x 8 KiB x 2 = 80 KiB of the
-    192 KiB UB of an A2/A3 vector core (ascend-notes.md). Elsewhere ``[64, 128]``.
+    NPU: one float32 ``[BT, BD]`` tile is 8 KiB (2048 elements). The backward, the largest, allocates
+    about 11 input-dtype and 3 float32 tiles (one tap's ``W`` window loads of ``x`` and of the state,
+    ``dy``, ``dht``, accumulators): with bf16 about 70 KiB, charged twice by multibuffer, within the
+    192 KiB UB of an A2/A3 vector core (ascend-notes.md; measured by ``fla-ascend check``).
+    Elsewhere ``[64, 128]``.
     """
     BD = min(128, triton.next_power_of_2(D))
     if backend.device_type() == "npu":
@@ -85,22 +95,23 @@ def _seq_bounds(i_n, cu_seqlens, T, IS_VARLEN: tl.constexpr):
 
 
 @triton.jit
-def _load_window(x, h0, p_x0, s_xt, p_h0, o_r, lo, hi, m_row, o_d, m_d, W: tl.constexpr, USE_H0: tl.constexpr):
+def _load_window(x, h0t, p_x0, s_xt, p_h0, o_r, lo, hi, m_row, o_d, m_d, D,
+                 W: tl.constexpr, USE_H0: tl.constexpr):
     """Input rows ``o_r`` (relative to the tile start; the sequence spans ``[lo, hi)``) as a float32
-    ``[R, BD]`` tile: ``x`` inside the sequence, initial-state columns before it, zeros elsewhere."""
-    m_x = (o_r >= lo) & (o_r < hi) & m_row
+    ``[R, BD]`` tile: ``x`` inside the sequence, initial-state rows before it, zeros elsewhere.
+    ``h0t`` is the initial state re-laid out as ``[N, W, D]``: its row ``W + s`` is position ``s < 0``."""
+    m_x = (lo <= o_r) & (o_r < hi) & m_row  # lower bound written `s <= o` (adapter crash, see module doc)
     b_x = tl.load(x + p_x0 + o_r[:, None] * s_xt + o_d[None, :], mask=m_x[:, None] & m_d[None, :],
                   other=0.0).to(tl.float32)  # [R, BD]
     if USE_H0:
-        o_s = o_r - lo  # position in the sequence, negative before it
-        m_h = (o_s < 0) & (o_s >= -W) & m_row
-        b_x += tl.load(h0 + p_h0 + o_d[None, :] * W + (W + o_s)[:, None], mask=m_h[:, None] & m_d[None, :],
+        m_h = (lo - W <= o_r) & (o_r < lo) & m_row
+        b_x += tl.load(h0t + p_h0 + (o_r - lo + W)[:, None] * D + o_d[None, :], mask=m_h[:, None] & m_d[None, :],
                        other=0.0).to(tl.float32)  # [R, BD]
     return b_x
 
 
 @triton.jit
-def _pre_activation(x, h0, wt, bias, p_x0, s_xt, p_h0, o_r, lo, hi, m_row, o_d, m_d, D,
+def _pre_activation(x, h0t, wt, bias, p_x0, s_xt, p_h0, o_r, lo, hi, m_row, o_d, m_d, D,
                     W: tl.constexpr, USE_H0: tl.constexpr, HAS_BIAS: tl.constexpr):
     """``bias + sum_w wt[w] * x[o_r - (W - 1) + w]`` as a float32 ``[R, BD]`` tile."""
     b_y = tl.zeros([o_r.shape[0], o_d.shape[0]], dtype=tl.float32)  # [R, BD]
@@ -108,14 +119,15 @@ def _pre_activation(x, h0, wt, bias, p_x0, s_xt, p_h0, o_r, lo, hi, m_row, o_d, 
         b_y += tl.load(bias + o_d, mask=m_d, other=0.0).to(tl.float32)[None, :]
     for w in tl.static_range(W):
         b_w = tl.load(wt + w * D + o_d, mask=m_d, other=0.0).to(tl.float32)  # [BD]
-        b_x = _load_window(x, h0, p_x0, s_xt, p_h0, o_r + (w - (W - 1)), lo, hi, m_row, o_d, m_d, W, USE_H0)
+        b_x = _load_window(x, h0t, p_x0, s_xt, p_h0, o_r + (w - (W - 1)), lo, hi, m_row, o_d, m_d, D,
+                           W, USE_H0)  # [R, BD]
         b_y += b_x * b_w[None, :]
     return b_y
 
 
 @triton.jit
 def _conv_fwd_task(
-    i_task, x, wt, bias, residual, h0, y, chunk_indices, cu_seqlens, s_xb, s_xt, T, D, NT, ND,
+    i_task, x, wt, bias, residual, h0t, y, chunk_indices, cu_seqlens, s_xb, s_xt, T, D, NT, ND,
     W: tl.constexpr, BT: tl.constexpr, BD: tl.constexpr, ACT: tl.constexpr, HAS_BIAS: tl.constexpr,
     HAS_RESIDUAL: tl.constexpr, USE_H0: tl.constexpr, IS_VARLEN: tl.constexpr,
 ):
@@ -131,8 +143,8 @@ def _conv_fwd_task(
     m_d = o_d < D
     m_t = o_t < hi
     p_x0 = i_b * s_xb + (bos + t0) * s_xt
-    p_h0 = i_n * D * W
-    b_y = _pre_activation(x, h0, wt, bias, p_x0, s_xt, p_h0, o_t, lo, hi, m_t, o_d, m_d, D,
+    p_h0 = i_n * W * D
+    b_y = _pre_activation(x, h0t, wt, bias, p_x0, s_xt, p_h0, o_t, lo, hi, m_t, o_d, m_d, D,
                           W, USE_H0, HAS_BIAS)  # [BT, BD]
     if ACT:
         b_y = b_y * tl.sigmoid(b_y)
@@ -145,22 +157,22 @@ def _conv_fwd_task(
 
 @triton.jit(do_not_specialize=["s_xb", "s_xt", "T", "D", "NT", "ND", "n_tasks", "n_programs"])
 def causal_conv1d_fwd_kernel(
-    x, wt, bias, residual, h0, y, chunk_indices, cu_seqlens, s_xb, s_xt, T, D, NT, ND, n_tasks, n_programs,
+    x, wt, bias, residual, h0t, y, chunk_indices, cu_seqlens, s_xb, s_xt, T, D, NT, ND, n_tasks, n_programs,
     W: tl.constexpr, BT: tl.constexpr, BD: tl.constexpr, ACT: tl.constexpr, HAS_BIAS: tl.constexpr,
     HAS_RESIDUAL: tl.constexpr, USE_H0: tl.constexpr, IS_VARLEN: tl.constexpr, TASK_LOOP: tl.constexpr,
 ):
     if TASK_LOOP:
         for i_task in tl.range(tl.program_id(0), n_tasks, n_programs):
-            _conv_fwd_task(i_task, x, wt, bias, residual, h0, y, chunk_indices, cu_seqlens, s_xb, s_xt, T, D,
+            _conv_fwd_task(i_task, x, wt, bias, residual, h0t, y, chunk_indices, cu_seqlens, s_xb, s_xt, T, D,
                            NT, ND, W, BT, BD, ACT, HAS_BIAS, HAS_RESIDUAL, USE_H0, IS_VARLEN)
     else:
-        _conv_fwd_task(tl.program_id(0), x, wt, bias, residual, h0, y, chunk_indices, cu_seqlens, s_xb, s_xt,
+        _conv_fwd_task(tl.program_id(0), x, wt, bias, residual, h0t, y, chunk_indices, cu_seqlens, s_xb, s_xt,
                        T, D, NT, ND, W, BT, BD, ACT, HAS_BIAS, HAS_RESIDUAL, USE_H0, IS_VARLEN)
 
 
 @triton.jit
 def _conv_bwd_task(
-    i_task, x, wt, bias, h0, dy, dht, dx, dw_part, db_part, chunk_indices, cu_seqlens,
+    i_task, x, wt, bias, h0t, dy, dhtt, dx, dw_part, db_part, chunk_indices, cu_seqlens,
     s_xb, s_xt, s_dyb, s_dyt, T, D, NT, ND,
     W: tl.constexpr, BT: tl.constexpr, BD: tl.constexpr, ACT: tl.constexpr, HAS_BIAS: tl.constexpr,
     USE_H0: tl.constexpr, HAS_DHT: tl.constexpr, IS_VARLEN: tl.constexpr,
@@ -178,61 +190,64 @@ def _conv_bwd_task(
     m_t = o_t < hi
     p_x0 = i_b * s_xb + (bos + t0) * s_xt
     p_dy0 = i_b * s_dyb + (bos + t0) * s_dyt
-    p_h0 = i_n * D * W
+    p_h0 = i_n * W * D
     b_dx = tl.zeros([BT, BD], dtype=tl.float32)  # [BT, BD]
-    # dx[t] = sum_k wt[W - 1 - k] * dpre[t + k]
-    for k in tl.static_range(W):
+    b_dp0 = tl.zeros([BT, BD], dtype=tl.float32)  # [BT, BD] dpre of the tile's own rows (k = 0)
+    # dx[t] = sum_k wt[W - 1 - k] * dpre[t + k]. A runtime loop over k (last iteration k = 0): one
+    # tap's loads are live at a time (UB); unrolled, the W x W window loads of the recomputed
+    # pre-activation overflow the UB of an A2/A3 vector core.
+    for j in tl.range(0, W):
+        k = W - 1 - j
         o_q = o_t + k
         m_q = o_q < hi
         b_dp = tl.load(dy + p_dy0 + o_q[:, None] * s_dyt + o_d[None, :], mask=m_q[:, None] & m_d[None, :],
                        other=0.0).to(tl.float32)  # [BT, BD]
         if ACT:
-            b_p = _pre_activation(x, h0, wt, bias, p_x0, s_xt, p_h0, o_q, lo, hi, m_q, o_d, m_d, D,
+            b_p = _pre_activation(x, h0t, wt, bias, p_x0, s_xt, p_h0, o_q, lo, hi, m_q, o_d, m_d, D,
                                   W, USE_H0, HAS_BIAS)  # [BT, BD]
             b_s = tl.sigmoid(b_p)
             b_dp = b_dp * b_s * (1.0 + b_p * (1.0 - b_s))
-        b_w = tl.load(wt + (W - 1 - k) * D + o_d, mask=m_d, other=0.0).to(tl.float32)  # [BD]
+        b_w = tl.load(wt + j * D + o_d, mask=m_d, other=0.0).to(tl.float32)  # [BD]
         b_dx += b_dp * b_w[None, :]
-        if k == 0:
-            # partial dweight[w] = sum_t dpre[t] * x[t - (W - 1) + w] and dbias = sum_t dpre[t]
-            p_part = i_c * W * D + o_d
-            for w in tl.static_range(W):
-                b_x = _load_window(x, h0, p_x0, s_xt, p_h0, o_t + (w - (W - 1)), lo, hi, m_t, o_d, m_d,
-                                   W, USE_H0)  # [BT, BD]
-                tl.store(dw_part + p_part + w * D, tl.sum(b_dp * b_x, axis=0), mask=m_d)
-            if HAS_BIAS:
-                tl.store(db_part + i_c * D + o_d, tl.sum(b_dp, axis=0), mask=m_d)
+        b_dp0 = b_dp
+    # partial dweight[w] = sum_t dpre[t] * x[t - (W - 1) + w] and dbias = sum_t dpre[t]
+    p_part = i_c * W * D + o_d
+    for w in tl.range(0, W):
+        b_x = _load_window(x, h0t, p_x0, s_xt, p_h0, o_t + (w - (W - 1)), lo, hi, m_t, o_d, m_d, D,
+                           W, USE_H0)  # [BT, BD]
+        tl.store(dw_part + p_part + w * D, tl.sum(b_dp0 * b_x, axis=0), mask=m_d)
+    if HAS_BIAS:
+        tl.store(db_part + i_c * D + o_d, tl.sum(b_dp0, axis=0), mask=m_d)
     if HAS_DHT:
-        # the final state holds x[L - W + j] in column j
-        o_j = o_t - hi + W
-        m_j = (o_j >= 0) & m_t
-        b_dx += tl.load(dht + p_h0 + o_d[None, :] * W + o_j[:, None], mask=m_j[:, None] & m_d[None, :],
-                        other=0.0).to(tl.float32)
+        # the final state holds x[L - W + j] in its row j (dhtt: [N, W, D]); tile row t is j = t - hi + W
+        m_j = (hi - W <= o_t) & m_t
+        b_dx += tl.load(dhtt + p_h0 + (o_t - hi + W)[:, None] * D + o_d[None, :], mask=m_j[:, None] & m_d[None, :],
+                        other=0.0).to(tl.float32)  # [BT, BD]
     p_dx = (i_b * T + bos + t0) * D + o_t[:, None] * D + o_d[None, :]
     tl.store(dx + p_dx, b_dx.to(dx.dtype.element_ty), mask=m_t[:, None] & m_d[None, :])
 
 
 @triton.jit(do_not_specialize=["s_xb", "s_xt", "s_dyb", "s_dyt", "T", "D", "NT", "ND", "n_tasks", "n_programs"])
 def causal_conv1d_bwd_kernel(
-    x, wt, bias, h0, dy, dht, dx, dw_part, db_part, chunk_indices, cu_seqlens,
+    x, wt, bias, h0t, dy, dhtt, dx, dw_part, db_part, chunk_indices, cu_seqlens,
     s_xb, s_xt, s_dyb, s_dyt, T, D, NT, ND, n_tasks, n_programs,
     W: tl.constexpr, BT: tl.constexpr, BD: tl.constexpr, ACT: tl.constexpr, HAS_BIAS: tl.constexpr,
     USE_H0: tl.constexpr, HAS_DHT: tl.constexpr, IS_VARLEN: tl.constexpr, TASK_LOOP: tl.constexpr,
 ):
     if TASK_LOOP:
         for i_task in tl.range(tl.program_id(0), n_tasks, n_programs):
-            _conv_bwd_task(i_task, x, wt, bias, h0, dy, dht, dx, dw_part, db_part, chunk_indices, cu_seqlens,
+            _conv_bwd_task(i_task, x, wt, bias, h0t, dy, dhtt, dx, dw_part, db_part, chunk_indices, cu_seqlens,
                            s_xb, s_xt, s_dyb, s_dyt, T, D, NT, ND, W, BT, BD, ACT, HAS_BIAS, USE_H0, HAS_DHT,
                            IS_VARLEN)
     else:
-        _conv_bwd_task(tl.program_id(0), x, wt, bias, h0, dy, dht, dx, dw_part, db_part, chunk_indices,
+        _conv_bwd_task(tl.program_id(0), x, wt, bias, h0t, dy, dhtt, dx, dw_part, db_part, chunk_indices,
                        cu_seqlens, s_xb, s_xt, s_dyb, s_dyt, T, D, NT, ND, W, BT, BD, ACT, HAS_BIAS, USE_H0,
                        HAS_DHT, IS_VARLEN)
 
 
 @triton.jit
 def _states_fwd_task(
-    i_task, x, h0, ht, cu_seqlens, s_xb, s_xt, T, D, ND,
+    i_task, x, h0t, ht, cu_seqlens, s_xb, s_xt, T, D, ND,
     W: tl.constexpr, BW: tl.constexpr, BD: tl.constexpr, USE_H0: tl.constexpr, IS_VARLEN: tl.constexpr,
 ):
     i_task = tl.cast(i_task, tl.int64)
@@ -244,31 +259,31 @@ def _states_fwd_task(
     o_d = i_d.to(tl.int32) * BD + tl.arange(0, BD)
     m_d = o_d < D
     m_w = o_w < W
-    p_h0 = i_n * D * W
-    # column j of the final state is position L - W + j of the sequence
-    b_h = _load_window(x, h0, i_b * s_xb + bos * s_xt, s_xt, p_h0, o_w + L32 - W, 0, L32, m_w, o_d, m_d,
+    # row j of the final state is position L - W + j of the sequence
+    b_h = _load_window(x, h0t, i_b * s_xb + bos * s_xt, s_xt, i_n * W * D, o_w + L32 - W, 0, L32, m_w, o_d, m_d, D,
                        W, USE_H0)  # [BW, BD]
-    tl.store(ht + p_h0 + o_d[None, :] * W + o_w[:, None], b_h.to(ht.dtype.element_ty),
-             mask=m_w[:, None] & m_d[None, :])
+    # stored in the public [N, D, W] layout as a [BD, BW] tile: contiguous along W
+    tl.store(ht + i_n * D * W + o_d[:, None] * W + o_w[None, :], tl.trans(b_h).to(ht.dtype.element_ty),
+             mask=m_d[:, None] & m_w[None, :])
 
 
 @triton.jit(do_not_specialize=["s_xb", "s_xt", "T", "D", "ND", "n_tasks", "n_programs"])
 def causal_conv1d_states_fwd_kernel(
-    x, h0, ht, cu_seqlens, s_xb, s_xt, T, D, ND, n_tasks, n_programs,
+    x, h0t, ht, cu_seqlens, s_xb, s_xt, T, D, ND, n_tasks, n_programs,
     W: tl.constexpr, BW: tl.constexpr, BD: tl.constexpr, USE_H0: tl.constexpr, IS_VARLEN: tl.constexpr,
     TASK_LOOP: tl.constexpr,
 ):
     if TASK_LOOP:
         for i_task in tl.range(tl.program_id(0), n_tasks, n_programs):
-            _states_fwd_task(i_task, x, h0, ht, cu_seqlens, s_xb, s_xt, T, D, ND, W, BW, BD, USE_H0, IS_VARLEN)
+            _states_fwd_task(i_task, x, h0t, ht, cu_seqlens, s_xb, s_xt, T, D, ND, W, BW, BD, USE_H0, IS_VARLEN)
     else:
-        _states_fwd_task(tl.program_id(0), x, h0, ht, cu_seqlens, s_xb, s_xt, T, D, ND, W, BW, BD, USE_H0,
+        _states_fwd_task(tl.program_id(0), x, h0t, ht, cu_seqlens, s_xb, s_xt, T, D, ND, W, BW, BD, USE_H0,
                          IS_VARLEN)
 
 
 @triton.jit
 def _states_bwd_task(
-    i_task, x, wt, bias, h0, dy, dht, dh0, cu_seqlens, s_xb, s_xt, s_dyb, s_dyt, T, D, ND,
+    i_task, x, wt, bias, h0t, dy, dhtt, dh0, cu_seqlens, s_xb, s_xt, s_dyb, s_dyt, T, D, ND,
     W: tl.constexpr, BW: tl.constexpr, BD: tl.constexpr, ACT: tl.constexpr, HAS_BIAS: tl.constexpr,
     HAS_DHT: tl.constexpr, IS_VARLEN: tl.constexpr,
 ):
@@ -277,13 +292,13 @@ def _states_bwd_task(
     i_d = i_task % ND
     i_b, bos, L = _seq_bounds(i_n, cu_seqlens, T, IS_VARLEN)
     L32 = L.to(tl.int32)
-    o_c = tl.arange(0, BW)  # state column
+    o_c = tl.arange(0, BW)  # state column (a row of the [BW, BD] tiles)
     o_d = i_d.to(tl.int32) * BD + tl.arange(0, BD)
     m_d = o_d < D
     m_c = o_c < W
     p_x0 = i_b * s_xb + bos * s_xt
     p_dy0 = i_b * s_dyb + bos * s_dyt
-    p_h0 = i_n * D * W
+    p_h0 = i_n * W * D
     b_dh = tl.zeros([BW, BD], dtype=tl.float32)  # [BW, BD]
     # column c feeds tap w of the output at position c - 1 - w (when inside the sequence)
     for w in tl.static_range(W):
@@ -292,7 +307,7 @@ def _states_bwd_task(
         b_dp = tl.load(dy + p_dy0 + o_q[:, None] * s_dyt + o_d[None, :], mask=m_q[:, None] & m_d[None, :],
                        other=0.0).to(tl.float32)  # [BW, BD]
         if ACT:
-            b_p = _pre_activation(x, h0, wt, bias, p_x0, s_xt, p_h0, o_q, 0, L32, m_q, o_d, m_d, D,
+            b_p = _pre_activation(x, h0t, wt, bias, p_x0, s_xt, p_h0, o_q, 0, L32, m_q, o_d, m_d, D,
                                   W, True, HAS_BIAS)  # [BW, BD]
             b_s = tl.sigmoid(b_p)
             b_dp = b_dp * b_s * (1.0 + b_p * (1.0 - b_s))
@@ -300,26 +315,26 @@ def _states_bwd_task(
         b_dh += b_dp * b_w[None, :]
     if HAS_DHT:
         # a sequence shorter than W passes columns L .. W - 1 of h0 to columns 0 .. W - 1 - L of ht
-        o_j = o_c - L32
-        m_j = (o_j >= 0) & m_c
-        b_dh += tl.load(dht + p_h0 + o_d[None, :] * W + o_j[:, None], mask=m_j[:, None] & m_d[None, :],
-                        other=0.0).to(tl.float32)
-    tl.store(dh0 + p_h0 + o_d[None, :] * W + o_c[:, None], b_dh.to(dh0.dtype.element_ty),
-             mask=m_c[:, None] & m_d[None, :])
+        m_j = (L32 <= o_c) & m_c
+        b_dh += tl.load(dhtt + p_h0 + (o_c - L32)[:, None] * D + o_d[None, :], mask=m_j[:, None] & m_d[None, :],
+                        other=0.0).to(tl.float32)  # [BW, BD]
+    # stored in the public [N, D, W] layout as a [BD, BW] tile: contiguous along W
+    tl.store(dh0 + i_n * D * W + o_d[:, None] * W + o_c[None, :], tl.trans(b_dh).to(dh0.dtype.element_ty),
+             mask=m_d[:, None] & m_c[None, :])
 
 
 @triton.jit(do_not_specialize=["s_xb", "s_xt", "s_dyb", "s_dyt", "T", "D", "ND", "n_tasks", "n_programs"])
 def causal_conv1d_states_bwd_kernel(
-    x, wt, bias, h0, dy, dht, dh0, cu_seqlens, s_xb, s_xt, s_dyb, s_dyt, T, D, ND, n_tasks, n_programs,
+    x, wt, bias, h0t, dy, dhtt, dh0, cu_seqlens, s_xb, s_xt, s_dyb, s_dyt, T, D, ND, n_tasks, n_programs,
     W: tl.constexpr, BW: tl.constexpr, BD: tl.constexpr, ACT: tl.constexpr, HAS_BIAS: tl.constexpr,
     HAS_DHT: tl.constexpr, IS_VARLEN: tl.constexpr, TASK_LOOP: tl.constexpr,
 ):
     if TASK_LOOP:
         for i_task in tl.range(tl.program_id(0), n_tasks, n_programs):
-            _states_bwd_task(i_task, x, wt, bias, h0, dy, dht, dh0, cu_seqlens, s_xb, s_xt, s_dyb, s_dyt, T, D,
+            _states_bwd_task(i_task, x, wt, bias, h0t, dy, dhtt, dh0, cu_seqlens, s_xb, s_xt, s_dyb, s_dyt, T, D,
                              ND, W, BW, BD, ACT, HAS_BIAS, HAS_DHT, IS_VARLEN)
     else:
-        _states_bwd_task(tl.program_id(0), x, wt, bias, h0, dy, dht, dh0, cu_seqlens, s_xb, s_xt, s_dyb, s_dyt,
+        _states_bwd_task(tl.program_id(0), x, wt, bias, h0t, dy, dhtt, dh0, cu_seqlens, s_xb, s_xt, s_dyb, s_dyt,
                          T, D, ND, W, BW, BD, ACT, HAS_BIAS, HAS_DHT, IS_VARLEN)
 
 
@@ -377,9 +392,20 @@ def _n_chunks(B: int, T: int, BT: int, chunk_indices: torch.Tensor | None) -> tu
     return NT, (chunk_indices.shape[0] if chunk_indices is not None else B * NT)
 
 
-def causal_conv1d_fwd(x, wt, bias, residual, initial_state, activation, cu_seqlens, chunk_indices, BT, BD):
-    """Launch the forward: ``x`` ``[B, T, D]`` (channel stride 1), ``wt`` ``[W, D]``. Returns
-    ``y`` ``[B, T, D]`` contiguous in ``x.dtype``."""
+def _state_rows(state: torch.Tensor | None) -> torch.Tensor | None:
+    """A conv state ``[N, D, W]`` re-laid out as ``[N, W, D]`` (contiguous; ``None`` stays ``None``).
+
+    The kernels read state rows next to token rows of ``x`` (channel axis innermost); reading
+    ``[N, D, W]`` directly would be a DMA with innermost stride ``W`` (ascend-notes.md). The copy is
+    ``N * D * W`` elements, small next to ``x``.
+    """
+    return None if state is None else state.transpose(1, 2).contiguous()
+
+
+def causal_conv1d_fwd(x, wt, bias, residual, h0t, activation, cu_seqlens, chunk_indices, BT, BD):
+    """Launch the forward: ``x`` ``[B, T, D]`` (channel stride 1), ``wt`` ``[W, D]``, ``h0t`` the
+    initial state as ``[N, W, D]`` (see :func:`_state_rows`) or ``None``. Returns ``y`` ``[B, T, D]``
+    contiguous in ``x.dtype``."""
     B, T, D = x.shape
     W = wt.shape[0]
     NT, NC = _n_chunks(B, T, BT, chunk_indices)
@@ -387,59 +413,62 @@ def causal_conv1d_fwd(x, wt, bias, residual, initial_state, activation, cu_seqle
     y = torch.empty(B, T, D, dtype=x.dtype, device=x.device)
     plan = task_plan(NC * ND, "vector")
     causal_conv1d_fwd_kernel[plan.grid](
-        x=x, wt=wt, bias=bias, residual=residual, h0=initial_state, y=y, chunk_indices=chunk_indices,
+        x=x, wt=wt, bias=bias, residual=residual, h0t=h0t, y=y, chunk_indices=chunk_indices,
         cu_seqlens=cu_seqlens, s_xb=x.stride(0), s_xt=x.stride(1), T=T, D=D, NT=NT, ND=ND,
         n_tasks=plan.n_tasks, n_programs=plan.n_programs, W=W, BT=BT, BD=BD,
         ACT=activation is not None, HAS_BIAS=bias is not None, HAS_RESIDUAL=residual is not None,
-        USE_H0=initial_state is not None, IS_VARLEN=cu_seqlens is not None, TASK_LOOP=plan.task_loop,
+        USE_H0=h0t is not None, IS_VARLEN=cu_seqlens is not None, TASK_LOOP=plan.task_loop,
         **launch_options(num_warps=4),
     )
     return y
 
 
-def causal_conv1d_states_fwd(x, W, initial_state, cu_seqlens, BD, dtype):
-    """Final states ``[N, D, W]`` in ``dtype``: the last ``W`` inputs of each sequence."""
+def causal_conv1d_states_fwd(x, W, h0t, cu_seqlens, BD, dtype):
+    """Final states ``[N, D, W]`` in ``dtype``: the last ``W`` inputs of each sequence (``h0t``: the
+    initial state as ``[N, W, D]`` or ``None``)."""
     B, T, D = x.shape
     N = cu_seqlens.numel() - 1 if cu_seqlens is not None else B
     ND = triton.cdiv(D, BD)
     ht = torch.empty(N, D, W, dtype=dtype, device=x.device)
     plan = task_plan(N * ND, "vector")
     causal_conv1d_states_fwd_kernel[plan.grid](
-        x=x, h0=initial_state, ht=ht, cu_seqlens=cu_seqlens, s_xb=x.stride(0), s_xt=x.stride(1), T=T, D=D,
+        x=x, h0t=h0t, ht=ht, cu_seqlens=cu_seqlens, s_xb=x.stride(0), s_xt=x.stride(1), T=T, D=D,
         ND=ND, n_tasks=plan.n_tasks, n_programs=plan.n_programs, W=W, BW=triton.next_power_of_2(W), BD=BD,
-        USE_H0=initial_state is not None, IS_VARLEN=cu_seqlens is not None, TASK_LOOP=plan.task_loop,
+        USE_H0=h0t is not None, IS_VARLEN=cu_seqlens is not None, TASK_LOOP=plan.task_loop,
         **launch_options(num_warps=4),
     )
     return ht
 
 
-def causal_conv1d_bwd(x, wt, bias, initial_state, dy, dht, activation, cu_seqlens, chunk_indices, BT, BD):
-    """Launch the backward. Returns ``(dx [B, T, D] in x.dtype, dwt [W, D] float32, db [D] float32 or
-    None, dh0 [N, D, W] in the initial state's dtype or None)``."""
+def causal_conv1d_bwd(x, wt, bias, h0t, dy, dht, activation, cu_seqlens, chunk_indices, BT, BD):
+    """Launch the backward (``h0t``: the initial state as ``[N, W, D]`` or ``None``; ``dht``: the
+    final-state gradient ``[N, D, W]`` or ``None``). Returns ``(dx [B, T, D] in x.dtype, dwt [W, D]
+    float32, db [D] float32 or None, dh0 [N, D, W] in the initial state's dtype or None)``."""
     B, T, D = x.shape
     W = wt.shape[0]
     NT, NC = _n_chunks(B, T, BT, chunk_indices)
     ND = triton.cdiv(D, BD)
     if dy.stride(-1) != 1:
         dy = dy.contiguous()
+    dhtt = _state_rows(dht)
     dx = torch.empty(B, T, D, dtype=x.dtype, device=x.device)
     dw_part = torch.empty(NC, W, D, dtype=torch.float32, device=x.device)
     db_part = torch.empty(NC, D, dtype=torch.float32, device=x.device) if bias is not None else None
     plan = task_plan(NC * ND, "vector")
-    common = dict(x=x, wt=wt, bias=bias, h0=initial_state, dy=dy, dht=dht, cu_seqlens=cu_seqlens,
+    common = dict(x=x, wt=wt, bias=bias, h0t=h0t, dy=dy, dhtt=dhtt, cu_seqlens=cu_seqlens,
                   s_xb=x.stride(0), s_xt=x.stride(1), s_dyb=dy.stride(0), s_dyt=dy.stride(1), T=T, D=D, ND=ND)
     causal_conv1d_bwd_kernel[plan.grid](
         **common, dx=dx, dw_part=dw_part, db_part=db_part, chunk_indices=chunk_indices, NT=NT,
         n_tasks=plan.n_tasks, n_programs=plan.n_programs, W=W, BT=BT, BD=BD, ACT=activation is not None,
-        HAS_BIAS=bias is not None, USE_H0=initial_state is not None, HAS_DHT=dht is not None,
+        HAS_BIAS=bias is not None, USE_H0=h0t is not None, HAS_DHT=dht is not None,
         IS_VARLEN=cu_seqlens is not None, TASK_LOOP=plan.task_loop, **launch_options(num_warps=4),
     )
     dwt = dw_part.sum(0)
     db = db_part.sum(0) if db_part is not None else None
     dh0 = None
-    if initial_state is not None:
-        N = initial_state.shape[0]
-        dh0 = torch.empty_like(initial_state)
+    if h0t is not None:
+        N = h0t.shape[0]
+        dh0 = torch.empty(N, D, W, dtype=h0t.dtype, device=x.device)
         plan = task_plan(N * ND, "vector")
         causal_conv1d_states_bwd_kernel[plan.grid](
             **common, dh0=dh0, n_tasks=plan.n_tasks, n_programs=plan.n_programs, W=W,
@@ -457,20 +486,21 @@ class CausalConv1dFunction(torch.autograd.Function):
         BT, BD = _tiles(D)
         chunk_indices = prepare_chunk_indices(cu_seqlens, BT) if cu_seqlens is not None else None
         wt = weight.t().contiguous()  # [W, D]: each tap a contiguous row (NPU layout rule)
-        y = causal_conv1d_fwd(x, wt, bias, residual, initial_state, activation, cu_seqlens, chunk_indices, BT, BD)
+        h0t = _state_rows(initial_state)  # [N, W, D]: state rows contiguous along D (NPU layout rule)
+        y = causal_conv1d_fwd(x, wt, bias, residual, h0t, activation, cu_seqlens, chunk_indices, BT, BD)
         ht = None
         if output_final_state:
             dtype = initial_state.dtype if initial_state is not None else x.dtype
-            ht = causal_conv1d_states_fwd(x, W, initial_state, cu_seqlens, BD, dtype)
-        ctx.save_for_backward(x, wt, bias, initial_state, cu_seqlens, chunk_indices)
+            ht = causal_conv1d_states_fwd(x, W, h0t, cu_seqlens, BD, dtype)
+        ctx.save_for_backward(x, wt, bias, h0t, cu_seqlens, chunk_indices)
         ctx.meta = (activation, BT, BD, weight.dtype, residual is not None)
         return y, ht
 
     @staticmethod
     def backward(ctx, dy, dht):
-        x, wt, bias, initial_state, cu_seqlens, chunk_indices = ctx.saved_tensors
+        x, wt, bias, h0t, cu_seqlens, chunk_indices = ctx.saved_tensors
         activation, BT, BD, w_dtype, has_residual = ctx.meta
-        dx, dwt, db, dh0 = causal_conv1d_bwd(x, wt, bias, initial_state, dy, dht, activation, cu_seqlens,
+        dx, dwt, db, dh0 = causal_conv1d_bwd(x, wt, bias, h0t, dy, dht, activation, cu_seqlens,
                                              chunk_indices, BT, BD)
         dw = dwt.t().to(w_dtype)
         db = db.to(bias.dtype) if db is not None else None
@@ -565,7 +595,6 @@ def causal_conv1d(
             raise ValueError(f"initial_state must have shape [N={N}, D={D}, W={W}], got {tuple(initial_state.shape)}")
         if initial_state.shape[2] != W:
             raise ValueError(f"initial_state's width must equal weight's W={W}, got {initial_state.shape[2]}")
-        initial_state = initial_state.contiguous()
     if not isinstance(output_final_state, bool):
         raise TypeError(f"output_final_state must be a bool, got {type(output_final_state).__name__}")
     check_same_device(x=x, weight=weight, bias=bias, residual=residual, initial_state=initial_state,
