@@ -85,7 +85,7 @@ def _l2norm(D=128):
     return run
 
 
-def _conv(D=256, W=4, varlen=False, update=False):
+def _conv(D=256, W=4, varlen=False, update=False, act=True, state=True):
     def run():
         from fla_ascend.ops.causal_conv1d.conv import causal_conv1d, causal_conv1d_update
 
@@ -100,9 +100,10 @@ def _conv(D=256, W=4, varlen=False, update=False):
         x = torch.randn(B, T, D, dtype=DTYPE, requires_grad=True)
         cu = torch.tensor([0, 100, 160, T], dtype=torch.long) if varlen else None
         N = 3 if varlen else B
-        h0 = torch.randn(N, D, W, dtype=DTYPE, requires_grad=True)
-        y, ht = causal_conv1d(x, w, b, initial_state=h0, output_final_state=True, activation="silu", cu_seqlens=cu)
-        _backward(y.float().sum() + ht.float().sum())
+        h0 = torch.randn(N, D, W, dtype=DTYPE, requires_grad=True) if state else None
+        y, ht = causal_conv1d(x, w, b if act else None, initial_state=h0, output_final_state=state,
+                              activation="silu" if act else None, cu_seqlens=cu)
+        _backward(y.float().sum() + (ht.float().sum() if ht is not None else 0.0))
     return run
 
 
@@ -127,7 +128,9 @@ def _rms_gated(D=128):
 
 
 RMS_SCENARIOS = {"D128": _rms_gated(128), "D256": _rms_gated(256)}
-CONV_SCENARIOS = {"D256-W4": _conv(), "D2048-W4": _conv(D=2048), "varlen-D256-W4": _conv(varlen=True)}
+CONV_SCENARIOS = {"D256-W4": _conv(), "D2048-W4": _conv(D=2048), "varlen-D256-W4": _conv(varlen=True),
+                  "D200-W3-plain": _conv(D=200, W=3, act=False, state=False)}
+CONV_STATE_SCENARIOS = {k: v for k, v in CONV_SCENARIOS.items() if k != "D200-W3-plain"}  # launched with states
 CONV_UPDATE_SCENARIOS = {"D256-W4": _conv(update=True), "D2048-W4": _conv(D=2048, update=True)}
 NORM_SCENARIOS = {"D128": _l2norm(128), "D256": _l2norm(256)}
 
@@ -180,19 +183,26 @@ KERNELS: dict[str, KernelInfo] = {
     _M + "common.chunk_o.chunk_bwd_dqkwg_kernel": KernelInfo(
         "cube", CHUNK_SCENARIOS,
         tiles=chunk_o.BWD_DQKWG_TILES),
+    # flags (ACT, USE_H0, HAS_DHT) enter the sizes as 0/1: a tile of a switched-off path has size 0
     _M + "causal_conv1d.conv.causal_conv1d_fwd_kernel": KernelInfo(
         "vector", CONV_SCENARIOS,
-        tiles=[Tile(("BT", "BD"), "fp32", "window"), Tile(("BT", "BD"), "fp32", "y acc"),
-               Tile(("BD",), "fp32", "tap")]),
+        tiles=[Tile(("W", "BT", "BD"), "in", "x windows (tap loop unrolled)"),
+               Tile(("W * USE_H0", "BT", "BD"), "in", "initial-state windows"),
+               Tile(("BT", "BD"), "fp32", "y acc"), Tile(("BD",), "fp32", "tap")]),
     _M + "causal_conv1d.conv.causal_conv1d_bwd_kernel": KernelInfo(
         "vector", CONV_SCENARIOS,
-        tiles=[Tile(("BT", "BD"), "fp32", "dx acc", buffered=False), Tile(("BT", "BD"), "fp32", "dy"),
-               Tile(("BT", "BD"), "fp32", "window"), Tile(("BT", "BD"), "fp32", "pre-activation"),
-               Tile(("BT", "BD"), "fp32", "dpre"), Tile(("BD",), "fp32", "tap")]),
+        tiles=[Tile(("W * ACT", "BT", "BD"), "in", "x windows of one tap's recomputed pre-activation (unrolled)"),
+               Tile(("W * ACT * USE_H0", "BT", "BD"), "in", "initial-state windows of the same"),
+               Tile(("BT", "BD"), "in", "dy"), Tile(("BT", "BD"), "in", "dweight window (x)"),
+               Tile(("USE_H0", "BT", "BD"), "in", "dweight window (state)"),
+               Tile(("HAS_DHT", "BT", "BD"), "in", "dht"),
+               Tile(("BT", "BD"), "fp32", "dx acc", buffered=False),
+               Tile(("BT", "BD"), "fp32", "dpre of k = 0", buffered=False),
+               Tile(("ACT", "BT", "BD"), "fp32", "pre-activation"), Tile(("BD",), "fp32", "tap")]),
     _M + "causal_conv1d.conv.causal_conv1d_states_fwd_kernel": KernelInfo(
-        "vector", CONV_SCENARIOS, tiles=[Tile(("BW", "BD"), "fp32", "last inputs")]),
+        "vector", CONV_STATE_SCENARIOS, tiles=[Tile(("BW", "BD"), "fp32", "last inputs")]),
     _M + "causal_conv1d.conv.causal_conv1d_states_bwd_kernel": KernelInfo(
-        "vector", CONV_SCENARIOS,
+        "vector", CONV_STATE_SCENARIOS,
         tiles=[Tile(("W", "BW", "BD"), "fp32", "per-tap windows (the tap loop is unrolled)"),
                Tile(("BW", "BD"), "fp32", "dh", buffered=False), Tile(("BW", "BD"), "fp32", "dht"),
                Tile(("BW", "BD"), "fp32", "window"), Tile(("BW", "BD"), "fp32", "pre-activation")]),
