@@ -50,11 +50,10 @@ with an activation); widths 2 to 4 are the fast case (Qwen3-Next uses 4)."""
 def _tiles(D: int) -> tuple[int, int]:
     """``(BT, BD)`` token and channel tile of the sequence kernels.
 
-    NPU: one float32 ``[BT, BD]`` tile is 8 KiB (2048 elements). The backward, the largest, allocates
-    about 11 input-dtype and 3 float32 tiles (one tap's ``W`` window loads of ``x`` and of the state,
-    ``dy``, ``dht``, accumulators): with bf16 about 70 KiB, charged twice by multibuffer, within the
-    192 KiB UB of an A2/A3 vector core (ascend-notes.md; measured by ``fla-ascend check``).
-    Elsewhere ``[64, 128]``.
+    NPU: one float32 ``[BT, BD]`` tile is 8 KiB (2048 elements). The backward, the largest, holds one
+    tap's ``W`` window loads of ``x`` and of the state, ``dy``, ``dht`` and the accumulators: with bf16,
+    W = 4, ``[16, 128]`` tiles the lowered IR allocates 49.5 KiB, 99 KiB with multibuffer, within the
+    192 KiB UB of an A2/A3 vector core (ascend-notes.md; ``fla-ascend check``). Elsewhere ``[64, 128]``.
     """
     BD = min(128, triton.next_power_of_2(D))
     if backend.device_type() == "npu":
