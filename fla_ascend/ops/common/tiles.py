@@ -39,7 +39,7 @@ def npu_tiles(tiles, chunk_size: int, x: torch.Tensor, candidates: dict, **fixed
 CUDA_LAUNCH = {
     # stage: launch options and dot precision on CUDA (measured on the H200: see cases.md)
     "wy_fwd": {"num_warps": 4, "precision": "tf32x3"},
-    "wy_bwd": {"num_warps": 4, "num_stages": 1, "precision": "tf32x3"},
+    "wy_bwd": {"num_warps": 4, "num_stages": 2, "precision": "tf32x3"},
     "chunk_h": {"num_warps": 4, "num_stages": 2, "bv": (64, 32)},
     "chunk_o": {"num_warps": 4, "num_stages": 3},
 }
