@@ -11,7 +11,9 @@ for flavour in ascend triton; do
 for d in ("triton-ascend", "triton"):
     try: print(d, m.version(d)); break
     except m.PackageNotFoundError: pass'))"
-  "$venv/bin/python" -m pytest -q -m "not gpu and not slow" -p no:cacheprovider "$@" || status=1
+  # two workers (pytest-xdist) with one thread each: the interpreter is single-threaded Python
+  OMP_NUM_THREADS=1 "$venv/bin/python" -m pytest -q -n "${FLA_ASCEND_TEST_WORKERS:-2}" -m "not gpu and not slow" \
+    -p no:cacheprovider "$@" || status=1
   if [ "$flavour" = ascend ]; then
     echo "=== static NPU readiness check (triton-ascend front end)"
     "$venv/bin/python" -m fla_ascend.cli check --chip Ascend910B2 --chip Ascend910B3 || status=1
