@@ -46,6 +46,10 @@ def register(sub) -> None:
     p.add_argument("--no-progress", action="store_true", help="no progress bar / per-case lines")
     p.add_argument("--compact", action="store_true", help="narrower final table")
     p.add_argument("--list", action="store_true", help="list ops, providers and named shapes, then exit")
+    p.add_argument("--layer", action="store_true",
+                   help="time a whole GatedDeltaNet layer (Qwen3-Next configuration, B1 T4096 on GPU/NPU; a "
+                        "small one on CPU), forward and forward+backward, after a correctness gate against "
+                        "the layer's pure-PyTorch reference")
     p.set_defaults(func=run)
 
 
@@ -82,6 +86,8 @@ def run(args) -> int:
     """Run the suite from parsed arguments; print the table; write the requested files."""
     if args.list:
         return _list()
+    if args.layer:
+        return _run_layer()
     from rich.console import Console
 
     from fla_ascend.bench import report, suite
@@ -111,3 +117,48 @@ def run(args) -> int:
     if not artifact["results"]:
         err.print("[yellow]no case matched the selection[/yellow]")
     return 0
+
+
+LAYER_TOLERANCE = {"float32": 0.005, "bfloat16": 0.01}
+"""Relative-RMSE gate of the layer's output against ``GatedDeltaNet.forward_reference`` (fp32
+ops on the same parameters): the ops' 0.005 in fp32; bf16 adds the rounding of the projections,
+so the suite's fwd+bwd tolerance, 0.01, applies."""
+
+
+def _run_layer() -> int:
+    """``fla-ascend bench --layer``: gate the layer's forward against its fp32 reference, then time
+    forward and forward+backward with :func:`fla_ascend.layers.bench_layer`."""
+    import torch
+    from rich.console import Console
+    from rich.table import Table
+
+    from fla_ascend import backend
+    from fla_ascend.layers import GatedDeltaNet, bench_layer
+    from fla_ascend.ops.utils import rel_rmse
+
+    device = backend.device()
+    on_cpu = device.type == "cpu"
+    # the interpreter's bf16 tl.dot is wrong (DESIGN.md): fp32 and a small layer on the CPU
+    dtype, seq_len = (torch.float32, 64) if on_cpu else (torch.bfloat16, 4096)
+    config = dict(hidden_size=64, num_k_heads=2, num_v_heads=4, head_k_dim=32, head_v_dim=32) if on_cpu else {}
+    torch.manual_seed(0)
+    layer = GatedDeltaNet(**config, device=device, dtype=dtype)
+    x = torch.randn(1, seq_len, layer.hidden_size, device=device, dtype=dtype)
+    with torch.no_grad():
+        ratio = rel_rmse(layer.forward_reference(x)[0].float(), layer(x)[0].float())
+    console = Console()
+    tol = LAYER_TOLERANCE[str(dtype).removeprefix("torch.")]
+    gate = f"{'PASS' if ratio <= tol else 'FAIL'} {ratio:.1e} (tol {tol})"
+    table = Table(title=f"GatedDeltaNet layer on {backend.info().device_name}")
+    for col in ("config", "B x T", "dtype", "gate", "fwd ms", "fwd+bwd ms"):
+        table.add_column(col)
+    times = {}
+    if ratio <= tol:
+        repeat = 3 if on_cpu else 20
+        for mode in ("fwd", "fwdbwd"):
+            times[mode] = bench_layer(seq_len=seq_len, dtype=dtype, mode=mode, warmup=1 if on_cpu else 5,
+                                      repeat=repeat, layer=layer, device=device)["ms"]
+    table.add_row("small (CPU)" if on_cpu else "Qwen3-Next", f"1 x {seq_len}", str(dtype).removeprefix("torch."),
+                  gate, *(f"{times[m]:.3f}" if m in times else "-" for m in ("fwd", "fwdbwd")))
+    console.print(table)
+    return 0 if times else 1
