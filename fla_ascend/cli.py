@@ -1,5 +1,7 @@
-"""The ``fla-ascend`` command. Each subcommand lives in the module that owns it and exposes
-``register(subparsers)``; this file only assembles them."""
+"""The ``fla-ascend`` command: linear-attention kernels for Ascend NPUs and their tools.
+
+Each subcommand lives in the module that owns it and exposes ``register(subparsers)``; this
+file only assembles them."""
 from __future__ import annotations
 
 import argparse
@@ -17,7 +19,7 @@ _SUBCOMMANDS = [
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="fla-ascend", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="fla-ascend", description=__doc__.splitlines()[0].split(": ", 1)[1])
     sub = parser.add_subparsers(dest="command", required=True)
     for name in _SUBCOMMANDS:
         importlib.import_module(name).register(sub)

@@ -104,18 +104,18 @@ def run(args) -> int:
         err.print(f"[red]fla-ascend bench: {e}[/red]")
         return 2
     report.print_table(artifact, compact=args.compact)
-    if args.json_path:
-        err.print(f"wrote {suite.write_json(artifact, args.json_path)}")
-    if args.markdown:
-        err.print(f"wrote {report.write_markdown(artifact, args.markdown)}")
-    if args.plot:
-        err.print(f"wrote {report.write_plot(artifact, args.plot)}")
+    try:
+        _write_outputs(args, artifact, suite, report, err)
+    except OSError as e:
+        err.print(f"[red]fla-ascend bench: cannot write an output file: {e}[/red]")
+        return 2
     bad = report.failed(artifact)
     if bad:
         err.print(f"[red]{len(bad)} case(s) failed their correctness gate or raised[/red]")
         return 1
     if not artifact["results"]:
-        err.print("[yellow]no case matched the selection[/yellow]")
+        err.print("[red]fla-ascend bench: no case matched the selection (ops, shapes and modes)[/red]")
+        return 2
     return 0
 
 
@@ -162,3 +162,13 @@ def _run_layer() -> int:
                   gate, *(f"{times[m]:.3f}" if m in times else "-" for m in ("fwd", "fwdbwd")))
     console.print(table)
     return 0 if times else 1
+
+
+def _write_outputs(args, artifact, suite, report, err) -> None:
+    """Write the requested JSON / Markdown / PNG files (raises OSError)."""
+    if args.json_path:
+        err.print(f"wrote {suite.write_json(artifact, args.json_path)}")
+    if args.markdown:
+        err.print(f"wrote {report.write_markdown(artifact, args.markdown)}")
+    if args.plot:
+        err.print(f"wrote {report.write_plot(artifact, args.plot)}")

@@ -122,6 +122,9 @@ class GatedDeltaNet(nn.Module):
 
     def _check_input(self, hidden_states, cu_seqlens):
         check_tensor("hidden_states", hidden_states, shape=(None, None, self.hidden_size))
+        if hidden_states.dtype != self.conv1d.weight.dtype:
+            raise TypeError(f"hidden_states must have the layer's dtype {self.conv1d.weight.dtype}, "
+                            f"got {hidden_states.dtype}")
         if cu_seqlens is not None and hidden_states.shape[0] != 1:
             raise ValueError(f"with cu_seqlens hidden_states must have B == 1, got B={hidden_states.shape[0]}")
 
@@ -190,6 +193,9 @@ class GatedDeltaNet(nn.Module):
         Returns:
             ``[N, 1, hidden_size]`` or ``[N, hidden_size]`` (the input's rank).
         """
+        if not isinstance(cache, GatedDeltaNetCache):
+            raise TypeError(f"step needs the cache from init_cache() or forward(..., use_cache=True), "
+                            f"got {type(cache).__name__}")
         squeeze = hidden_states.dim() == 2
         x = hidden_states[:, None] if squeeze else hidden_states
         self._check_input(x, None)

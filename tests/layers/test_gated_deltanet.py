@@ -163,3 +163,11 @@ def test_layer_bad_input(device):
     cache = m.init_cache(2)
     with pytest.raises(ValueError, match="one token"):
         m.step(torch.randn(2, 3, 64, device=device), cache)
+
+
+def test_step_and_dtype_errors(device):
+    m = _layer(device)
+    with pytest.raises(TypeError, match="step needs the cache"):
+        m.step(torch.randn(2, 64, device=device), None)
+    with pytest.raises(TypeError, match="hidden_states must have the layer's dtype"):
+        m(torch.randn(1, 8, 64, device=device, dtype=torch.float16))

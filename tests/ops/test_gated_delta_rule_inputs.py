@@ -9,6 +9,7 @@ import pytest
 import torch
 from helpers import make_inputs
 
+from fla_ascend import backend
 from fla_ascend.ops import chunk_gated_delta_rule, fused_recurrent_gated_delta_rule
 
 OPS = [pytest.param(chunk_gated_delta_rule, id="chunk"), pytest.param(fused_recurrent_gated_delta_rule, id="fused")]
@@ -264,3 +265,10 @@ def test_fused_recurrent_rejects_grad(x):
         fused_recurrent_gated_delta_rule(**_with(x, q=x["q"].clone().requires_grad_()))
     with torch.no_grad():
         fused_recurrent_gated_delta_rule(**_with(x, q=x["q"].clone().requires_grad_()))
+
+
+@pytest.mark.skipif(not backend.is_interpreter(), reason="only the Triton interpreter mis-computes bf16 dots")
+def test_bf16_rejected_on_the_interpreter():
+    x = make_inputs(1, 8, 1, 1, 16, 16, torch.bfloat16, "cpu", h0=False)
+    with pytest.raises(TypeError, match=r"chunk_gated_delta_rule: bfloat16 .*interpreter.*float32 or float16"):
+        chunk_gated_delta_rule(**x)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import torch
 import triton
 
+from fla_ascend import backend
 from fla_ascend.ops.common.chunk_h import chunk_bwd_dh, chunk_fwd_h
 from fla_ascend.ops.common.chunk_o import chunk_bwd_dqkwg, chunk_bwd_dv_local, chunk_fwd_o
 from fla_ascend.ops.common.cumsum import chunk_gate_cumsum, chunk_gate_cumsum_bwd
@@ -160,7 +161,11 @@ def chunk_gated_delta_rule(
         use_gate_in_kernel, A_log, dt_bias,
     )
     if chunk_size not in CHUNK_SIZES:
-        raise ValueError(f"chunk_size must be one of {CHUNK_SIZES}, got {chunk_size}")
+        raise ValueError(f"chunk_gated_delta_rule: chunk_size must be one of {CHUNK_SIZES}, got {chunk_size!r}")
+    if backend.is_interpreter() and x.q.dtype == torch.bfloat16:
+        # the Triton interpreter computes garbage for tl.dot on bf16 operands (DESIGN.md)
+        raise TypeError("chunk_gated_delta_rule: bfloat16 is not supported on the Triton interpreter (CPU); "
+                        "got q of dtype torch.bfloat16: use float32 or float16 there")
     if use_qk_l2norm_in_kernel:
         from fla_ascend.ops.norm import l2norm
 
