@@ -11,7 +11,7 @@ Run from the repository root (flash-linear-attention importable, e.g. ``PYTHONPA
 
 Timing: ``triton.testing.do_bench`` median (CUDA events), warmup 25 ms, rep 100 ms.
 On Hopper with Triton 3.4-3.7, flash-linear-attention refuses its gated backward; as in
-../shared/anchors.md the guard is bypassed (``fla.ops.common.chunk_o.IS_NVIDIA_HOPPER = False``).
+flash-linear-attention's own measurements the guard is bypassed (``fla.ops.common.chunk_o.IS_NVIDIA_HOPPER = False``).
 """
 from __future__ import annotations
 
