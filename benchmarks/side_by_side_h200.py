@@ -10,8 +10,8 @@ Run from the repository root (flash-linear-attention importable, e.g. ``PYTHONPA
     python3 benchmarks/side_by_side_h200.py --out OUT_DIR [--sections acc,gdn,decode,conv,layer]
 
 Timing: ``triton.testing.do_bench`` median (CUDA events), warmup 25 ms, rep 100 ms.
-On Hopper with Triton 3.4-3.7, flash-linear-attention refuses its gated backward; as in
-flash-linear-attention's own measurements the guard is bypassed (``fla.ops.common.chunk_o.IS_NVIDIA_HOPPER = False``).
+On Hopper with Triton 3.4-3.7, flash-linear-attention refuses its gated backward (its issue
+640); for timing, the guard is bypassed (``fla.ops.common.chunk_o.IS_NVIDIA_HOPPER = False``).
 """
 from __future__ import annotations
 
