@@ -468,6 +468,16 @@ def test_grad_dtypes_fp16(device, nan_empty):
         torch.testing.assert_close(grad, dict(zip(GRAD_INPUTS, raw))[name], rtol=0, atol=0)
 
 
+@pytest.mark.parametrize("case", _params([FP16[1], FP16[-1]]))
+def test_chunk_bwd_fp16_input_precision_dots(case, device, nan_empty, monkeypatch):
+    """The WY stages' "input" dot precision (fp32 operands cast to the input dtype before the
+    dot, a CUDA table choice; tiles.dot_precision) under the interpreter in float16: same limits."""
+    from fla_ascend.ops.common import wy
+
+    monkeypatch.setattr(wy, "dot_precision", lambda stage, dtype: "input")
+    check_case(case, torch.float16, device)
+
+
 def test_no_initial_state_no_gate_grads(device, nan_empty):
     """Without initial_state / A_log / dt_bias the backward returns None for them."""
     x = make_inputs(1, 20, 1, 1, 32, 32, torch.float32, device, h0=False)

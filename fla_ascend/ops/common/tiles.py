@@ -56,11 +56,22 @@ def stage_launch(stage: str, multibuffer: bool | None = None) -> dict:
     return backend.launch_options(**opts, multibuffer=multibuffer)
 
 
-def dot_precision(stage: str) -> str:
-    """``input_precision`` for fp32 x fp32 dots that need accuracy: the table's choice on CUDA
-    (``tf32x3``: three tf32 products, near-fp32 error), ``ieee`` elsewhere (the Ascend cube
-    and the interpreter compute fp32 products exactly)."""
-    return CUDA_LAUNCH[stage].get("precision", "ieee") if backend.device_type() == "cuda" else "ieee"
+def dot_precision(stage: str, dtype: torch.dtype) -> str:
+    """``input_precision`` of a WY stage's fp32 x fp32 dots for inputs of ``dtype``.
+
+    On CUDA the table's choice: ``tf32x3`` (three tf32 products, near-fp32 error), ``tf32``
+    (one pass), or ``input``: both operands are cast to the op's input dtype (bf16 / fp16) and
+    multiplied on the tensor cores with fp32 accumulation, as flash-linear-attention's WY
+    stages do. ``input`` with float32 inputs falls back to ``tf32x3``, so fp32 callers keep
+    fp32 accuracy. Elsewhere ``ieee`` (the Ascend cube and the interpreter multiply fp32
+    exactly). Kernels apply it through :func:`fla_ascend.ops.common.wy.wy_dot`.
+    """
+    if backend.device_type() != "cuda":
+        return "ieee"
+    precision = CUDA_LAUNCH[stage].get("precision", "ieee")
+    if precision == "input" and dtype == torch.float32:
+        return "tf32x3"
+    return precision
 
 
 def dot_dim(n: int) -> int:

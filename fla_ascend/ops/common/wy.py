@@ -56,18 +56,30 @@ def _diag_inverse(b_A, BT: tl.constexpr):
 
 
 @triton.jit
-def wy_inverse(b_A, BT: tl.constexpr, DOT_PRECISION: tl.constexpr):
-    """``(I + A)^-1`` of a strictly lower-triangular ``[BT, BT]`` fp32 tile (BT in 16, 32, 64)."""
+def wy_dot(a, b, dt, DOT_PRECISION: tl.constexpr):
+    """``a @ b`` (fp32 accumulation) of fp32 tiles at ``DOT_PRECISION`` from
+    :func:`fla_ascend.ops.common.tiles.dot_precision`: ``"input"`` casts both operands to ``dt``
+    (the op's input dtype) first, any other value is Triton's ``input_precision``."""
+    if DOT_PRECISION == "input":
+        return tl.dot(a.to(dt), b.to(dt))
+    else:
+        return tl.dot(a, b, input_precision=DOT_PRECISION)
+
+
+@triton.jit
+def wy_inverse(b_A, dt, BT: tl.constexpr, DOT_PRECISION: tl.constexpr):
+    """``(I + A)^-1`` of a strictly lower-triangular ``[BT, BT]`` fp32 tile (BT in 16, 32, 64);
+    its dots go through :func:`wy_dot` with ``dt`` and ``DOT_PRECISION``."""
     o_i = tl.arange(0, BT)
     m_blk = (o_i[:, None] // 16) == (o_i[None, :] // 16)
     b_X = _diag_inverse(b_A, BT)
     if BT > 16:
         b_E = tl.where(m_blk, 0.0, b_A)  # [BT, BT] strictly block-lower part
-        b_N = tl.dot(b_X + 0.0, b_E, input_precision=DOT_PRECISION)  # copy: b_X is read again (trap 1)
-        b_Y = b_X - tl.dot(b_N + 0.0, b_X, input_precision=DOT_PRECISION)
+        b_N = wy_dot(b_X + 0.0, b_E, dt, DOT_PRECISION)  # copy: b_X is read again (trap 1)
+        b_Y = b_X - wy_dot(b_N + 0.0, b_X, dt, DOT_PRECISION)
         if BT > 32:
-            b_N2 = tl.dot(b_N, b_N, input_precision=DOT_PRECISION)
-            b_Y = b_Y + tl.dot(b_N2, b_Y, input_precision=DOT_PRECISION)
+            b_N2 = wy_dot(b_N, b_N, dt, DOT_PRECISION)
+            b_Y = b_Y + wy_dot(b_N2, b_Y, dt, DOT_PRECISION)
     else:
         b_Y = b_X
     return b_Y
@@ -100,7 +112,7 @@ def _chunk_wy_fwd_task(
         b_A += tl.dot(b_k, tl.trans(b_k))
     m_lower = (o_t[:, None] > o_t[None, :]) & m_t[:, None]  # rows past the sequence end would overflow exp
     b_A = tl.where(m_lower, b_A * b_beta[:, None] * tl.exp(tl.where(m_lower, b_g[:, None] - b_g[None, :], 0.0)), 0.0)
-    b_Ai = wy_inverse(b_A, BT, DOT_PRECISION)  # [BT, BT]
+    b_Ai = wy_inverse(b_A, k.dtype.element_ty, BT, DOT_PRECISION)  # [BT, BT]
     if STORE_AI:
         p_Ai = Ai + (t0 * HV + i_hv) * BT + o_t[:, None] * (HV * BT) + o_t[None, :]
         tl.store(p_Ai, b_Ai, mask=m_t[:, None])
@@ -179,7 +191,7 @@ def chunk_wy_fwd(
         T=T, NT=triton.cdiv(T, chunk_size), TT=B * T, n_tasks=n_chunks * HV, n_programs=plan.n_programs,
         H=H, HV=HV, K=K, V=V, BT=chunk_size,
         BK=min(BK, dot_dim(K)), BV=min(BV, dot_dim(V)),
-        DOT_PRECISION=dot_precision("wy_fwd"), STORE_AI=store_ai, IS_VARLEN=cu_seqlens is not None,
+        DOT_PRECISION=dot_precision("wy_fwd", k.dtype), STORE_AI=store_ai, IS_VARLEN=cu_seqlens is not None,
         TASK_LOOP=plan.task_loop,
         **stage_launch("wy_fwd", s.get("multibuffer")),
     )
@@ -206,6 +218,7 @@ def _chunk_wy_bwd_task(
     b_Ai = tl.load(Ai + (t0 * HV + i_hv) * BT + o_t[:, None] * (HV * BT) + o_t[None, :],
                    mask=m_t[:, None], other=0.0)  # [BT, BT]
     b_kscale = b_beta * tl.exp(b_g)  # [BT]
+    dt = k.dtype.element_ty  # operand dtype of wy_dot's "input" precision
     b_dAi = tl.zeros([BT, BT], dtype=tl.float32)
     b_KK = tl.zeros([BT, BT], dtype=tl.float32)
     b_dbeta = tl.zeros([BT], dtype=tl.float32)
@@ -220,9 +233,9 @@ def _chunk_wy_bwd_task(
         p_d = d_base + o_t[:, None] * (HV * K) + o_k[None, :]
         b_dw = tl.load(dw + p_d, mask=m_tk, other=0.0)  # [BT, BK] fp32
         b_kf = b_k.to(tl.float32)
-        b_dAi += tl.dot(b_dw + 0.0, tl.trans(b_kf * b_kscale[:, None]), input_precision=DOT_PRECISION)
+        b_dAi += wy_dot(b_dw + 0.0, tl.trans(b_kf * b_kscale[:, None]), dt, DOT_PRECISION)
         b_KK += tl.dot(b_k, tl.trans(b_k))
-        b_dX = tl.dot(tl.trans(b_Ai), b_dw, input_precision=DOT_PRECISION)  # [BT, BK]
+        b_dX = wy_dot(tl.trans(b_Ai), b_dw, dt, DOT_PRECISION)  # [BT, BK]
         b_kdx = tl.sum(b_dX * b_kf, 1)  # [BT]
         b_dbeta += tl.exp(b_g) * b_kdx
         b_dG += b_kscale * b_kdx
@@ -234,14 +247,14 @@ def _chunk_wy_bwd_task(
         p_v = (t0 * HV + i_hv) * V + o_t[:, None] * (HV * V) + o_v[None, :]
         b_v = tl.load(v + p_v, mask=m_tv, other=0.0).to(tl.float32)  # [BT, BV]
         b_du = tl.load(du + p_v, mask=m_tv, other=0.0)  # [BT, BV] fp32
-        b_dAi += tl.dot(b_du + 0.0, tl.trans(b_v * b_beta[:, None]), input_precision=DOT_PRECISION)
-        b_dY = tl.dot(tl.trans(b_Ai), b_du, input_precision=DOT_PRECISION)  # [BT, BV]
+        b_dAi += wy_dot(b_du + 0.0, tl.trans(b_v * b_beta[:, None]), dt, DOT_PRECISION)
+        b_dY = wy_dot(tl.trans(b_Ai), b_du, dt, DOT_PRECISION)  # [BT, BV]
         b_dbeta += tl.sum(b_dY * b_v, 1)
         tl.store(dv + p_v, (b_dY * b_beta[:, None]).to(dv.dtype.element_ty), mask=m_tv)
     # Ai = (I + A)^-1  ->  dA = -Ai^T dAi Ai^T on the strictly lower part
     m_lower = (o_t[:, None] > o_t[None, :]) & m_t[:, None]
-    b_dA = tl.dot(b_dAi, tl.trans(b_Ai), input_precision=DOT_PRECISION)
-    b_dA = -tl.dot(tl.trans(b_Ai), b_dA, input_precision=DOT_PRECISION)
+    b_dA = wy_dot(b_dAi, tl.trans(b_Ai), dt, DOT_PRECISION)
+    b_dA = -wy_dot(tl.trans(b_Ai), b_dA, dt, DOT_PRECISION)
     b_dA = tl.where(m_lower, b_dA, 0.0)
     # A = beta_i exp(G_i - G_j) k_i . k_j
     b_gamma = tl.exp(tl.where(m_lower, b_g[:, None] - b_g[None, :], 0.0))
@@ -256,8 +269,8 @@ def _chunk_wy_bwd_task(
         b_k = tl.load(k + k_base + o_t[:, None] * (H * K) + o_k[None, :], mask=m_tk, other=0.0).to(tl.float32)
         p_d = d_base + o_t[:, None] * (HV * K) + o_k[None, :]
         b_dk = tl.load(dk + p_d, mask=m_tk, other=0.0)
-        b_dk += tl.dot(b_dKK + 0.0, b_k, input_precision=DOT_PRECISION)
-        b_dk += tl.dot(tl.trans(b_dKK), b_k, input_precision=DOT_PRECISION)
+        b_dk += wy_dot(b_dKK + 0.0, b_k, dt, DOT_PRECISION)
+        b_dk += wy_dot(tl.trans(b_dKK), b_k, dt, DOT_PRECISION)
         tl.store(dk + p_d, b_dk, mask=m_tk)
     tl.store(dbeta_t + p_gate, b_dbeta, mask=m_t)
     tl.store(dg_parts + (NK_PARTS * HV + i_hv) * TT + t0 + o_t, b_dG, mask=m_t)
@@ -324,7 +337,7 @@ def chunk_wy_bwd(
         n_tasks=n_chunks * HV, n_programs=plan.n_programs,
         H=H, HV=HV, K=K, V=V, BT=chunk_size,
         BK=min(s["BK"], dot_dim(K)), BV=min(s["BV"], dot_dim(V)),
-        DOT_PRECISION=dot_precision("wy_bwd"), IS_VARLEN=cu_seqlens is not None, TASK_LOOP=plan.task_loop,
+        DOT_PRECISION=dot_precision("wy_bwd", k.dtype), IS_VARLEN=cu_seqlens is not None, TASK_LOOP=plan.task_loop,
         **stage_launch("wy_bwd", s.get("multibuffer")),
     )
     return dk, dv, dbeta_t
