@@ -1,3 +1,5 @@
+import os
+
 import pytest
 import torch
 
@@ -21,3 +23,19 @@ def device():
 @pytest.fixture(autouse=True)
 def _seed():
     torch.manual_seed(0)
+
+
+@pytest.fixture(autouse=True)
+def _stop_after_device_fault():
+    """A CUDA fault (illegal address...) leaves the process's context unusable, so every later
+    test would error for the same reason. Under pytest-xdist the worker exits (xdist reports the
+    test as crashed and starts a fresh worker); single-process, the run stops."""
+    yield
+    if not (torch.cuda.is_available() and torch.cuda.is_initialized()):
+        return
+    try:
+        torch.cuda.synchronize()
+    except RuntimeError as e:  # torch.AcceleratorError is a RuntimeError
+        if os.environ.get("PYTEST_XDIST_WORKER"):
+            os._exit(3)
+        pytest.exit(f"CUDA context lost: {e}", returncode=3)

@@ -265,7 +265,9 @@ def _chunk_bwd_dqkwg_task(
     b_dG += tl.sum(b_dSS, 1) - tl.sum(b_dSS, 0)
     b_dG += tl.where(o_t == i_last, b_dG_last, 0.0)
     b_dq += tl.dot(b_dSg.to(b_k.dtype), b_k)
-    b_dk += tl.dot(tl.trans(b_dSg).to(b_q.dtype), b_q)
+    # (dSg^T q) written as (q^T dSg)^T: a tl.trans of a dot result used as a dot operand is
+    # miscompiled on Hopper by Triton 3.4 to 3.7.0 (wrong dk; flash-linear-attention issue 640)
+    b_dk += tl.trans(tl.dot(tl.trans(b_q), b_dSg.to(b_q.dtype)))
     p_out = (t0 * HV + i_hv) * K + o_t[:, None] * (HV * K) + o_k[None, :]
     tl.store(dq + p_out, b_dq, mask=m_tk)
     tl.store(dk + p_out, b_dk, mask=m_tk)

@@ -270,7 +270,8 @@ def _chunk_wy_bwd_task(
         p_d = d_base + o_t[:, None] * (HV * K) + o_k[None, :]
         b_dk = tl.load(dk + p_d, mask=m_tk, other=0.0)
         b_dk += wy_dot(b_dKK + 0.0, b_k, dt, DOT_PRECISION)
-        b_dk += wy_dot(tl.trans(b_dKK), b_k, dt, DOT_PRECISION)
+        # (dKK^T k) as (k^T dKK)^T: never tl.trans a dot result into a dot (Hopper miscompile, chunk_o.py)
+        b_dk += tl.trans(wy_dot(tl.trans(b_k), b_dKK, dt, DOT_PRECISION))
         tl.store(dk + p_d, b_dk, mask=m_tk)
     tl.store(dbeta_t + p_gate, b_dbeta, mask=m_t)
     tl.store(dg_parts + (NK_PARTS * HV + i_hv) * TT + t0 + o_t, b_dG, mask=m_t)
