@@ -65,7 +65,7 @@ VARIANTS = {
     "wy_fwd": [dict(num_warps=4, precision=p) for p in ("tf32x3", "tf32")],
     "wy_bwd": [dict(num_warps=nw, num_stages=ns, precision=p)
                for nw, ns, p in ((4, 2, "tf32x3"), (4, 2, "tf32"), (4, 2, "input"), (4, 1, "input"),
-                                 (2, 2, "input"), (2, 2, "tf32x3"), (8, 2, "input"))],
+                                 (2, 2, "input"), (8, 2, "input"))],
     "chunk_h": [dict(num_warps=nw, num_stages=2, bv=bv) for nw in (4, 8) for bv in ((64, 32), (32,), (16,))],
     "chunk_o": [dict(num_warps=nw, num_stages=ns) for nw in (4, 8) for ns in (2, 3)],
 }

@@ -445,10 +445,10 @@ def test_chunk_fwd_gpu_qwen3_next_strong_decay(T, dtype, device, nan_empty):
 @pytest.mark.gpu
 @pytest.mark.slow
 def test_chunk_fwd_gpu_long_t_int32(device):
-    """Element offsets past 2**31: T * HV * V > 2**31 for v, o, u, v_new (2**19 tokens at
+    """Element offsets past 2**31: T * HV * V > 2**31 for v, o, u, v_new (3 * 2**18 tokens at
     HV = 32, V = 128). Packed as 64-token sequences; a few of them, including the last ones
     (whose offsets overflow int32), are checked against the reference run on their own."""
-    L, n_seq, H, HV, K, V = 64, 2**13, 1, 32, 128, 128
+    L, n_seq, H, HV, K, V = 64, 3 * 2**12, 1, 32, 128, 128
     T = L * n_seq
     assert T * HV * V > 2**31
     gen = torch.Generator(device=device).manual_seed(0)

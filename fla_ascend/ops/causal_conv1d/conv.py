@@ -365,6 +365,10 @@ def _update_task(
     if HAS_RESIDUAL:
         b_y += tl.load(residual + i_n * D + o_d, mask=m_d, other=0.0).to(tl.float32)
     tl.store(y + i_n * D + o_d, b_y.to(y.dtype.element_ty), mask=m_d)
+    # the shifted cache is written over itself: every thread must have read its window first
+    # (position w is read by the thread writing w - 1; when W spans several threads of a GPU
+    # block, a store could otherwise land before another thread's load)
+    tl.debug_barrier()
     tl.store(cache + p_c, b_c.to(cache.dtype.element_ty), mask=m)
 
 

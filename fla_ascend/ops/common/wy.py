@@ -225,21 +225,20 @@ def _chunk_wy_bwd_task(
     b_dG = tl.zeros([BT], dtype=tl.float32)
     k_base = (t0 * H + i_h) * K
     d_base = (t0 * HV + i_hv) * K
-    # w = Ai (beta exp(G) k)
+    # w = Ai (beta exp(G) k). dk is not stored here: it is completed in the last loop, so each
+    # program writes it once (a global store read back by the same program is a race on GPUs:
+    # another thread of the block may load the element before it is written).
     for i_k in range(tl.cdiv(K, BK)):
         o_k = i_k * BK + tl.arange(0, BK)
         m_tk = m_t[:, None] & (o_k < K)[None, :]
         b_k = tl.load(k + k_base + o_t[:, None] * (H * K) + o_k[None, :], mask=m_tk, other=0.0)  # [BT, BK]
-        p_d = d_base + o_t[:, None] * (HV * K) + o_k[None, :]
-        b_dw = tl.load(dw + p_d, mask=m_tk, other=0.0)  # [BT, BK] fp32
+        b_dw = tl.load(dw + d_base + o_t[:, None] * (HV * K) + o_k[None, :], mask=m_tk, other=0.0)  # [BT, BK] fp32
         b_kf = b_k.to(tl.float32)
         b_dAi += wy_dot(b_dw + 0.0, tl.trans(b_kf * b_kscale[:, None]), dt, DOT_PRECISION)
         b_KK += tl.dot(b_k, tl.trans(b_k))
-        b_dX = wy_dot(tl.trans(b_Ai), b_dw, dt, DOT_PRECISION)  # [BT, BK]
-        b_kdx = tl.sum(b_dX * b_kf, 1)  # [BT]
+        b_kdx = tl.sum(wy_dot(tl.trans(b_Ai), b_dw, dt, DOT_PRECISION) * b_kf, 1)  # [BT]
         b_dbeta += tl.exp(b_g) * b_kdx
         b_dG += b_kscale * b_kdx
-        tl.store(dk + p_d, tl.load(dk_in + p_d, mask=m_tk, other=0.0) + b_dX * b_kscale[:, None], mask=m_tk)
     # u = Ai (beta v)
     for i_v in range(tl.cdiv(V, BV)):
         o_v = i_v * BV + tl.arange(0, BV)
@@ -263,12 +262,15 @@ def _chunk_wy_bwd_task(
     b_dAA = b_dAg * b_KK * b_beta[:, None]
     b_dG += tl.sum(b_dAA, 1) - tl.sum(b_dAA, 0)
     b_dKK = b_dAg * b_beta[:, None]  # d/d(k_i . k_j)
+    # dk = dk_in + (Ai^T dw) beta exp(G) + dKK k + dKK^T k
     for i_k in range(tl.cdiv(K, BK)):
         o_k = i_k * BK + tl.arange(0, BK)
         m_tk = m_t[:, None] & (o_k < K)[None, :]
         b_k = tl.load(k + k_base + o_t[:, None] * (H * K) + o_k[None, :], mask=m_tk, other=0.0).to(tl.float32)
         p_d = d_base + o_t[:, None] * (HV * K) + o_k[None, :]
-        b_dk = tl.load(dk + p_d, mask=m_tk, other=0.0)
+        b_dw = tl.load(dw + p_d, mask=m_tk, other=0.0)  # [BT, BK] fp32
+        b_dk = tl.load(dk_in + p_d, mask=m_tk, other=0.0)
+        b_dk += wy_dot(tl.trans(b_Ai), b_dw, dt, DOT_PRECISION) * b_kscale[:, None]
         b_dk += wy_dot(b_dKK + 0.0, b_k, dt, DOT_PRECISION)
         # (dKK^T k) as (k^T dKK)^T: never tl.trans a dot result into a dot (Hopper miscompile, chunk_o.py)
         b_dk += tl.trans(wy_dot(tl.trans(b_k), b_dKK, dt, DOT_PRECISION))
@@ -317,16 +319,16 @@ def chunk_wy_bwd(
         k: ``[B, T, H, K]``; v: ``[B, T, HV, V]``; g_cum, beta_t: ``[HV, B * T]`` fp32;
         Ai: ``[B, T, HV, BT]`` fp32 from :func:`chunk_wy_fwd`; dw: ``[B, T, HV, K]`` fp32;
         du: ``[B, T, HV, V]`` fp32 (the gradient of ``v'``); dk_in: ``[B, T, HV, K]`` fp32, the
-        other stages' dk, to which this stage's part is added; dg_parts: ``[NK + 1, HV, B * T]``,
-        whose last row this stage writes.
+        other stages' dk, to which this stage's part is added in place; dg_parts:
+        ``[NK + 1, HV, B * T]``, whose last row this stage writes.
 
     Returns:
-        ``(dk, dv, dbeta_t)``: ``dk`` ``[B, T, HV, K]`` fp32 (per value head), ``dv`` in v's dtype,
-        ``dbeta_t`` ``[HV, B * T]`` fp32.
+        ``(dk, dv, dbeta_t)``: ``dk`` is ``dk_in`` (``[B, T, HV, K]`` fp32, per value head), ``dv``
+        in v's dtype, ``dbeta_t`` ``[HV, B * T]`` fp32.
     """
     B, T, H, K = k.shape
     HV, V = v.shape[2], v.shape[3]
-    dk = torch.empty_like(dk_in)
+    dk = dk_in  # each element is read, then written once by the same program: safe in place
     dv = torch.empty_like(v)
     dbeta_t = torch.empty_like(beta_t)
     s = npu_tiles(WY_BWD_TILES, chunk_size, k, {"BK": [64, 32, 16], "BV": [64, 32, 16]}) or {"BK": 64, "BV": 64}
