@@ -30,7 +30,8 @@ def register(sub) -> None:
     q.add_argument("op")
     q.add_argument("--shapes", help="comma-separated suite shape keys (default: the op's shape set)")
     q.add_argument("--modes", default="fwd,fwdbwd", help="comma-separated subset of fwd,fwdbwd")
-    q.add_argument("--dtype", default="bfloat16")
+    q.add_argument("--dtype", default=None,
+                   help="bfloat16 | float16 | float32 (default: bf16 on GPU/NPU, fp32 on the CPU interpreter)")
     q.add_argument("--target", choices=["operator", "kernel"], default="operator",
                    help="operator: compare whole-op time; kernel: kernel time where the profiler gives it")
     q.add_argument("--quick", action="store_true", help="suite quick settings for every canonical run")

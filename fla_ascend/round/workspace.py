@@ -33,6 +33,7 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
+from fla_ascend import backend
 from fla_ascend.round import sources as _src
 from fla_ascend.round.compare import (
     compare_artifacts,
@@ -146,7 +147,7 @@ class Workspace:
         *,
         shapes: list[str] | None = None,
         modes: tuple[str, ...] | list[str] = ("fwd", "fwdbwd"),
-        dtype: str = "bfloat16",
+        dtype: str | None = None,
         target: str = "operator",
         quick: bool = False,
         files: list[str] | None = None,
@@ -167,7 +168,8 @@ class Workspace:
             workspace: directory to create (must not exist or be empty).
             shapes: suite shape keys; ``None`` = the suite's shape set for the op.
             modes: subset of ``("fwd", "fwdbwd")``.
-            dtype: suite dtype name (``"bfloat16"``, ``"float16"``, ``"float32"``).
+            dtype: suite dtype name (``"bfloat16"``, ``"float16"``, ``"float32"``); ``None``: the
+                suite's default, bfloat16 on a GPU/NPU and float32 on the CPU interpreter.
             target: ``"operator"`` (compare on whole-op time) or ``"kernel"`` (kernel time
                 where the artifact has it).
             quick: run the suite's quick settings for every canonical run (CPU smoke use).
@@ -197,6 +199,8 @@ class Workspace:
         file_list = sorted({_src.check_snapshot_path(f) for f in file_list + list(extra_files or [])})
         if not file_list:
             raise ValueError(f"op {op!r} has no source files to snapshot")
+        if dtype is None:
+            dtype = "float32" if backend.device_type() == "cpu" else "bfloat16"
         request = SuiteRequest(ops=[op], shapes=shapes, modes=modes, dtype=dtype, quick=quick,
                                suite=suite, pythonpath=[str(Path(p).resolve()) for p in suite_pythonpath or []])
         request.validate()
