@@ -331,6 +331,6 @@ def chunk_bwd_dqkwg(
         T=T, NT=triton.cdiv(T, chunk_size), TT=B * T, n_tasks=n_tasks, n_programs=plan.n_programs,
         H=H, HV=HV, K=K, V=V, BT=chunk_size, BK=BK, BV=min(s["BV"], dot_dim(V)),
         IS_VARLEN=cu_seqlens is not None, TASK_LOOP=plan.task_loop,
-        **stage_launch("chunk_o", s.get("multibuffer")),
+        **stage_launch("dqkwg", s.get("multibuffer")),
     )
     return dq, dk, dw, dg_parts

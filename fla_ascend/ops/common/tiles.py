@@ -38,10 +38,11 @@ def npu_tiles(tiles, chunk_size: int, x: torch.Tensor, candidates: dict, **fixed
 
 CUDA_LAUNCH = {
     # stage: launch options and dot precision on CUDA (measured on the H200: see cases.md)
-    "wy_fwd": {"num_warps": 4, "precision": "tf32x3"},
-    "wy_bwd": {"num_warps": 4, "num_stages": 2, "precision": "tf32x3"},
+    "wy_fwd": {"num_warps": 4, "num_stages": 1, "precision": "tf32x3"},
+    "wy_bwd": {"num_warps": 4, "num_stages": 2, "precision": "input"},
     "chunk_h": {"num_warps": 4, "num_stages": 2, "bv": (64, 32)},
     "chunk_o": {"num_warps": 4, "num_stages": 3},
+    "dqkwg": {"num_warps": 4, "num_stages": 1},
 }
 """Per-stage CUDA choices: ``num_warps``, ``num_stages``, the ``input_precision`` of the
 fp32 x fp32 dots of the WY stages, and the ``BV`` candidates of the state recurrences. A table, not ``triton.autotune``: autotuning at import
