@@ -154,7 +154,7 @@ def _conv_fwd_task(
     tl.store(y + p_y, b_y.to(y.dtype.element_ty), mask=m)
 
 
-@triton.jit(do_not_specialize=["s_xb", "s_xt", "T", "D", "NT", "ND", "n_tasks", "n_programs"])
+@triton.jit(do_not_specialize=["T", "NT", "ND", "n_tasks", "n_programs"])
 def causal_conv1d_fwd_kernel(
     x, wt, bias, residual, h0t, y, chunk_indices, cu_seqlens, s_xb, s_xt, T, D, NT, ND, n_tasks, n_programs,
     W: tl.constexpr, BT: tl.constexpr, BD: tl.constexpr, ACT: tl.constexpr, HAS_BIAS: tl.constexpr,
@@ -226,7 +226,7 @@ def _conv_bwd_task(
     tl.store(dx + p_dx, b_dx.to(dx.dtype.element_ty), mask=m_t[:, None] & m_d[None, :])
 
 
-@triton.jit(do_not_specialize=["s_xb", "s_xt", "s_dyb", "s_dyt", "T", "D", "NT", "ND", "n_tasks", "n_programs"])
+@triton.jit(do_not_specialize=["T", "NT", "ND", "n_tasks", "n_programs"])
 def causal_conv1d_bwd_kernel(
     x, wt, bias, h0t, dy, dhtt, dx, dw_part, db_part, chunk_indices, cu_seqlens,
     s_xb, s_xt, s_dyb, s_dyt, T, D, NT, ND, n_tasks, n_programs,
@@ -266,7 +266,7 @@ def _states_fwd_task(
              mask=m_d[:, None] & m_w[None, :])
 
 
-@triton.jit(do_not_specialize=["s_xb", "s_xt", "T", "D", "ND", "n_tasks", "n_programs"])
+@triton.jit(do_not_specialize=["T", "ND", "n_tasks", "n_programs"])
 def causal_conv1d_states_fwd_kernel(
     x, h0t, ht, cu_seqlens, s_xb, s_xt, T, D, ND, n_tasks, n_programs,
     W: tl.constexpr, BW: tl.constexpr, BD: tl.constexpr, USE_H0: tl.constexpr, IS_VARLEN: tl.constexpr,
@@ -322,7 +322,7 @@ def _states_bwd_task(
              mask=m_d[:, None] & m_c[None, :])
 
 
-@triton.jit(do_not_specialize=["s_xb", "s_xt", "s_dyb", "s_dyt", "T", "D", "ND", "n_tasks", "n_programs"])
+@triton.jit(do_not_specialize=["T", "ND", "n_tasks", "n_programs"])
 def causal_conv1d_states_bwd_kernel(
     x, wt, bias, h0t, dy, dhtt, dh0, cu_seqlens, s_xb, s_xt, s_dyb, s_dyt, T, D, ND, n_tasks, n_programs,
     W: tl.constexpr, BW: tl.constexpr, BD: tl.constexpr, ACT: tl.constexpr, HAS_BIAS: tl.constexpr,
@@ -372,7 +372,7 @@ def _update_task(
     tl.store(cache + p_c, b_c.to(cache.dtype.element_ty), mask=m)
 
 
-@triton.jit(do_not_specialize=["s_xn", "D", "ND", "n_tasks", "n_programs"])
+@triton.jit(do_not_specialize=["ND", "n_tasks", "n_programs"])
 def causal_conv1d_update_kernel(
     x, cache, weight, bias, residual, y, s_xn, D, ND, n_tasks, n_programs,
     W: tl.constexpr, BW: tl.constexpr, BD: tl.constexpr, ACT: tl.constexpr, HAS_BIAS: tl.constexpr,
