@@ -4,6 +4,7 @@ import json
 
 import pytest
 
+from fla_ascend import backend
 from fla_ascend.cli import main
 
 suite = pytest.importorskip("fla_ascend.bench.suite")
@@ -16,7 +17,10 @@ L2 = "fla_ascend/ops/norm/l2norm.py"
 
 def test_round_with_real_suite(tmp_path, capsys):
     ws = tmp_path / "ws"
-    assert main(["round", "init", "l2norm", "-w", str(ws), "--modes", "fwd", "--dtype", "float32", "--quick"]) == 0
+    # no --dtype: the suite's default (float32 under the CPU interpreter, bfloat16 on a GPU/NPU)
+    assert main(["round", "init", "l2norm", "-w", str(ws), "--modes", "fwd", "--quick"]) == 0
+    want = "float32" if backend.device_type() == "cpu" else "bfloat16"
+    assert json.loads((ws / "workspace.json").read_text())["suite"]["dtype"] == want
     base = json.loads((ws / "baseline/bench.json").read_text())
     assert base["schema"] == "fla-ascend-bench/1" and base["results"]
     assert all(r["op"] == "l2norm" and r["provider"] == "fla_ascend" for r in base["results"])
