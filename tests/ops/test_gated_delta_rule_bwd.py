@@ -29,6 +29,7 @@ from fla_ascend import backend
 from fla_ascend.ops import chunk_gated_delta_rule
 from fla_ascend.ops.gated_delta_rule.chunk import chunk_gated_delta_rule_bwd
 from fla_ascend.ops.gated_delta_rule.reference import chunk_gated_delta_rule_ref, naive_recurrent_gated_delta_rule
+from fla_ascend.ops.utils import rel_rmse
 
 RATIO = 8e-3
 """Issue 3: dq, dk, dv, dh0."""
@@ -160,6 +161,36 @@ def compare(ref: dict, out: dict, x: dict, limits: dict = LIMITS) -> dict:
     return ratios
 
 
+NOISE_DRAWS = 4
+"""Perturbed reference runs behind :func:`bf16_noise_floor`."""
+
+
+def bf16_noise_floor(case: Case, x: dict, do, dht, ref=naive_recurrent_gated_delta_rule, **ref_kw) -> dict:
+    """How much each reference gradient moves when the bfloat16 inputs move by one rounding.
+
+    The fp32 reference is re-run on copies of the bf16 inputs scaled elementwise by
+    ``1 + u * 2**-8`` (``u`` uniform in [-1, 1], fixed seeds) and the largest relative RMSE of
+    each gradient over :data:`NOISE_DRAWS` draws is returned. A well-conditioned gradient moves
+    by about 0.004 (below every limit); a gradient that is one cancelling sum (``dA_log`` or
+    ``ddt_bias`` of a single head, ``dg`` of a single token) moves by 0.02-0.14, more than any
+    bf16 implementation can meet the issue's relative limit by (flash-linear-attention 0.6.0:
+    dg 0.036 at B1 T1 HV1, ours 0.035; measured on the H200, see cases.md)."""
+    base = ref_grads(case, x, do, dht, ref, **ref_kw)
+    floor = dict.fromkeys(base, 0.0)
+    for draw in range(NOISE_DRAWS):
+        gen = torch.Generator().manual_seed(1000 + draw)
+        xp = {}
+        for k, t in x.items():
+            if isinstance(t, torch.Tensor) and t.dtype == torch.bfloat16:
+                u = torch.rand(t.shape, generator=gen).to(t.device) * 2 - 1
+                t = t.detach().float() * (1 + u * 2.0**-8)
+            xp[k] = t
+        moved = ref_grads(case, xp, do, dht, ref, **ref_kw)
+        for n in base:
+            floor[n] = max(floor[n], float(rel_rmse(base[n], moved[n])))
+    return floor
+
+
 def _snapshot(x: dict) -> dict:
     return {k: v.detach().clone() for k, v in x.items() if isinstance(v, torch.Tensor)}
 
@@ -177,7 +208,14 @@ def check_case(case: Case, dtype, device, ref=naive_recurrent_gated_delta_rule, 
     for name, old in before.items():  # the backward must not write into its inputs
         now = {**x, "do": do, "dht": dht}[name]
         assert torch.equal(now.detach(), old), f"{name} was modified in place by the op"
-    return compare(ref_grads(case, x, do, dht, ref, **ref_kw), out, x)
+    limits = LIMITS
+    if dtype == torch.bfloat16:
+        # bf16 (GPU tier): where the problem itself is ill-conditioned, the limit is twice the
+        # reference's own movement under one bf16 rounding of the inputs (the op rounds its
+        # inputs and again its stored intermediates); elsewhere it stays the issue's limit.
+        floor = bf16_noise_floor(case, x, do, dht, ref, **ref_kw)
+        limits = {n: max(LIMITS[n], 2 * floor.get(n, 0.0)) for n in LIMITS}
+    return compare(ref_grads(case, x, do, dht, ref, **ref_kw), out, x, limits)
 
 
 # --- the case table --------------------------------------------------------------------------
@@ -476,6 +514,21 @@ def test_chunk_bwd_fp16_input_precision_dots(case, device, nan_empty, monkeypatc
 
     monkeypatch.setattr(wy, "dot_precision", lambda stage, dtype: "input")
     check_case(case, torch.float16, device)
+
+
+def test_bf16_noise_floor():
+    """The bf16 GPU tier's conditioning measure, checked on the CPU (it runs only the fp32
+    reference): dg of a single token (B1 T1 HV1, the GPU-tier case where both we and
+    flash-linear-attention miss 0.02) is ill-conditioned, the per-token gradients of a
+    multi-head case are not (floor below half their limit)."""
+    tiny = Case(1, 1, 1, 1, 32, 32, 16, h0=True, dht=False, gate="none", l2norm=True)
+    x = tiny.inputs(torch.bfloat16, "cpu")
+    floor = bf16_noise_floor(tiny, x, *tiny.cotangents(x))
+    assert floor["g"] > GATE_RATIO, floor
+    wide = Case(1, 75, 4, 8, 32, 32, 64, h0=True, dht=True, gate="kernel")
+    x = wide.inputs(torch.bfloat16, "cpu")
+    floor = bf16_noise_floor(wide, x, *wide.cotangents(x))
+    assert all(floor[n] < LIMITS[n] / 2 for n in ("q", "k", "v", "g", "beta", "initial_state")), floor
 
 
 def test_no_initial_state_no_gate_grads(device, nan_empty):
