@@ -1,7 +1,7 @@
 """A/B of the chunk stages' CUDA launch choices: every variant timed and checked in one run.
 
 For each stage of the chunked gated delta rule selected with ``--stages`` (WY forward/backward,
-state recurrences, output stages), every variant of
+state recurrences, output stages, dq/dk/dw), every variant of
 ``fla_ascend.ops.common.tiles.CUDA_LAUNCH[stage]`` in ``VARIANTS`` is
 
 1. timed at the stage level at B1 T4096 H16 HV32 and B1 T32768 H16 HV32 (K = V = 128, bf16,
@@ -68,6 +68,8 @@ VARIANTS = {
                                  (2, 2, "input"), (8, 2, "input"))],
     "chunk_h": [dict(num_warps=nw, num_stages=2, bv=bv) for nw in (4, 8) for bv in ((64, 32), (32,), (16,))],
     "chunk_o": [dict(num_warps=nw, num_stages=ns) for nw in (4, 8) for ns in (2, 3)],
+    # num_stages 3 gave wrong dw at V = 256 on the H200 (cases.md): the accuracy columns decide
+    "dqkwg": [dict(num_warps=4, num_stages=ns) for ns in (1, 2, 3)],
 }
 
 
@@ -101,8 +103,8 @@ def stage_fns(shape):
         "chunk_h": lambda: (chunk_fwd_h(k, w, u, g_cum, BT, n, B),
                             chunk_bwd_dh(q, k, w, g_cum, do, dv_local, scale, BT, n, B, None, False)),
         "chunk_o": lambda: (chunk_fwd_o(q, k, v_new, h, g_cum, scale, BT, n),
-                            chunk_bwd_dv_local(q, k, g_cum, do, scale, BT, n),
-                            chunk_bwd_dqkwg(q, k, v_new, h, dh, do, dv_new, g_cum, scale, BT, n)),
+                            chunk_bwd_dv_local(q, k, g_cum, do, scale, BT, n)),
+        "dqkwg": lambda: chunk_bwd_dqkwg(q, k, v_new, h, dh, do, dv_new, g_cum, scale, BT, n),
     }
 
 
