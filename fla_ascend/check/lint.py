@@ -52,6 +52,13 @@ def _is_call(node, attr: str) -> bool:
     return isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == attr
 
 
+def _is_dot(node) -> bool:
+    """``tl.dot(...)`` or a call of a jit dot helper named ``*_dot`` (e.g. ``wy_dot``), whose
+    left operand reaches ``tl.dot`` unchanged on the exact-precision path."""
+    return _is_call(node, "dot") or (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+                                     and node.func.id.endswith("_dot"))
+
+
 def _constexpr_params(fn: ast.FunctionDef) -> list[str]:
     out = []
     for a in fn.args.args + fn.args.kwonlyargs:
@@ -111,7 +118,7 @@ def _lint_jit_function(fn: ast.FunctionDef, file: str) -> list[Finding]:
     # tl.dot left operand reused after the dot
     loops = [n for n in ast.walk(fn) if isinstance(n, (ast.For, ast.While))]
     meta = {id(n.value) for n in ast.walk(fn) if isinstance(n, ast.Attribute) and n.attr in ("dtype", "shape")}
-    for call in [n for n in ast.walk(fn) if _is_call(n, "dot") and n.args and isinstance(n.args[0], ast.Name)]:
+    for call in [n for n in ast.walk(fn) if _is_dot(n) and n.args and isinstance(n.args[0], ast.Name)]:
         a = call.args[0].id
         inside = {id(n) for n in ast.walk(call)}
         later_loads = sorted(_pos(n) for n in _names_loaded(fn) if n.id == a and _pos(n) > _pos(call)

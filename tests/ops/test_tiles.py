@@ -9,12 +9,13 @@ from fla_ascend.ops.common import tiles
 
 @pytest.mark.parametrize("choice", ["tf32x3", "tf32", "input"])
 def test_dot_precision_cuda_table(choice, monkeypatch):
-    """On CUDA the table decides; "input" (cast to the input dtype) never applies to float32
-    inputs, which keep tf32x3."""
+    """On CUDA the table decides; "input" (cast to bf16) applies to bfloat16 inputs only:
+    float32 and float16 (whose range a cast gradient could overflow) keep tf32x3."""
     monkeypatch.setattr(tiles.backend, "device_type", lambda: "cuda")
+    monkeypatch.setattr(tiles.backend, "is_interpreter", lambda: False)
     monkeypatch.setitem(tiles.CUDA_LAUNCH, "wy_bwd", {**tiles.CUDA_LAUNCH["wy_bwd"], "precision": choice})
     assert tiles.dot_precision("wy_bwd", torch.bfloat16) == choice
-    assert tiles.dot_precision("wy_bwd", torch.float16) == choice
+    assert tiles.dot_precision("wy_bwd", torch.float16) == ("tf32x3" if choice == "input" else choice)
     assert tiles.dot_precision("wy_bwd", torch.float32) == ("tf32x3" if choice == "input" else choice)
 
 
@@ -25,3 +26,11 @@ def test_dot_precision_exact_elsewhere(device_type, monkeypatch):
     monkeypatch.setitem(tiles.CUDA_LAUNCH, "wy_bwd", {**tiles.CUDA_LAUNCH["wy_bwd"], "precision": "input"})
     for dtype in (torch.bfloat16, torch.float16, torch.float32):
         assert tiles.dot_precision("wy_bwd", dtype) == "ieee"
+
+
+def test_dot_precision_interpreter_on_cuda_host(monkeypatch):
+    """TRITON_INTERPRET=1 on a CUDA machine: the interpreter's bf16 dots are wrong, so "ieee"."""
+    monkeypatch.setattr(tiles.backend, "device_type", lambda: "cuda")
+    monkeypatch.setattr(tiles.backend, "is_interpreter", lambda: True)
+    monkeypatch.setitem(tiles.CUDA_LAUNCH, "wy_bwd", {**tiles.CUDA_LAUNCH["wy_bwd"], "precision": "input"})
+    assert tiles.dot_precision("wy_bwd", torch.bfloat16) == "ieee"

@@ -61,16 +61,17 @@ def dot_precision(stage: str, dtype: torch.dtype) -> str:
     """``input_precision`` of a WY stage's fp32 x fp32 dots for inputs of ``dtype``.
 
     On CUDA the table's choice: ``tf32x3`` (three tf32 products, near-fp32 error), ``tf32``
-    (one pass), or ``input``: both operands are cast to the op's input dtype (bf16 / fp16) and
-    multiplied on the tensor cores with fp32 accumulation, as flash-linear-attention's WY
-    stages do. ``input`` with float32 inputs falls back to ``tf32x3``, so fp32 callers keep
-    fp32 accuracy. Elsewhere ``ieee`` (the Ascend cube and the interpreter multiply fp32
-    exactly). Kernels apply it through :func:`fla_ascend.ops.common.wy.wy_dot`.
+    (one pass), or ``input``: both operands are cast to bfloat16 and multiplied on the tensor
+    cores with fp32 accumulation, as flash-linear-attention's WY stages do. ``input`` applies
+    to bfloat16 inputs only: float32 callers keep fp32 accuracy and float16 would overflow
+    above 65504 (gradients under loss scaling), so both fall back to ``tf32x3``. Elsewhere,
+    and under the interpreter on any host, ``ieee`` (the Ascend cube and the interpreter
+    multiply fp32 exactly). Kernels apply it through :func:`fla_ascend.ops.common.wy.wy_dot`.
     """
-    if backend.device_type() != "cuda":
+    if backend.device_type() != "cuda" or backend.is_interpreter():
         return "ieee"
     precision = CUDA_LAUNCH[stage].get("precision", "ieee")
-    if precision == "input" and dtype == torch.float32:
+    if precision == "input" and dtype != torch.bfloat16:
         return "tf32x3"
     return precision
 
