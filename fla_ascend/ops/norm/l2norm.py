@@ -47,7 +47,7 @@ def _l2norm_fwd_task(i_m, x, y, rstd, M, D, eps, BM: tl.constexpr, BD: tl.conste
     tl.store(rstd + r0 + o_r, b_rstd, mask=m_r)
 
 
-@triton.jit(do_not_specialize=["M", "D", "eps", "n_tasks", "n_programs"])
+@triton.jit(do_not_specialize=["M", "eps", "n_tasks", "n_programs"])
 def l2norm_fwd_kernel(
     x, y, rstd, M, D, eps, n_tasks, n_programs,
     BM: tl.constexpr, BD: tl.constexpr, TASK_LOOP: tl.constexpr,
@@ -76,7 +76,7 @@ def _l2norm_bwd_task(i_m, x, rstd, dy, dx, M, D, BM: tl.constexpr, BD: tl.conste
     tl.store(dx + p, b_dx.to(dx.dtype.element_ty), mask=m)
 
 
-@triton.jit(do_not_specialize=["M", "D", "n_tasks", "n_programs"])
+@triton.jit(do_not_specialize=["M", "n_tasks", "n_programs"])
 def l2norm_bwd_kernel(
     x, rstd, dy, dx, M, D, n_tasks, n_programs,
     BM: tl.constexpr, BD: tl.constexpr, TASK_LOOP: tl.constexpr,

@@ -50,7 +50,7 @@ def _rms_gated_fwd_task(
     tl.store(rstd + r0 + o_r, b_rstd, mask=m_r)
 
 
-@triton.jit(do_not_specialize=["M", "D", "eps", "n_tasks", "n_programs"])
+@triton.jit(do_not_specialize=["M", "eps", "n_tasks", "n_programs"])
 def rms_norm_gated_fwd_kernel(
     x, g, weight, bias, y, rstd, M, D, eps, n_tasks, n_programs,
     BM: tl.constexpr, BD: tl.constexpr, HAS_G: tl.constexpr, HAS_WEIGHT: tl.constexpr, HAS_BIAS: tl.constexpr,
@@ -111,7 +111,7 @@ def _rms_gated_bwd_task(
     tl.store(dx + p, b_dx.to(dx.dtype.element_ty), mask=m)
 
 
-@triton.jit(do_not_specialize=["M", "D", "n_tasks", "n_programs"])
+@triton.jit(do_not_specialize=["M", "n_tasks", "n_programs"])
 def rms_norm_gated_bwd_kernel(
     x, g, weight, bias, rstd, dy, dx, dg, dw_part, db_part, M, D, n_tasks, n_programs,
     BM: tl.constexpr, BD: tl.constexpr, HAS_G: tl.constexpr, HAS_WEIGHT: tl.constexpr, HAS_BIAS: tl.constexpr,
