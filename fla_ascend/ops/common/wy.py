@@ -182,17 +182,15 @@ def chunk_wy_fwd(
     w = torch.empty(B, T, HV, K, dtype=k.dtype, device=k.device)
     u = torch.empty(B, T, HV, V, dtype=v.dtype, device=v.device)
     Ai = torch.empty(B, T, HV, chunk_size, dtype=torch.float32, device=k.device) if store_ai else None
-    s = npu_tiles(WY_FWD_TILES, chunk_size, k, {"BK": [128, 64, 32]})
-    if s is not None:
-        BK, BV = min(s["BK"], dot_dim(K)), min(s["BK"], dot_dim(V))
-    else:
+    s = npu_tiles(WY_FWD_TILES, chunk_size, k, {"BK": [128, 64, 32]}) or {}
+    BK = min(s.get("BK", 64), dot_dim(K))
+    BV = min(s.get("BK", 64), dot_dim(V))
+    if not s:
         # Off the NPU the u slab is never narrower than the w slab: on the H200 (Triton 3.6)
         # BK = 64 with BV = 32 (K >= 100, V = 32, BT = 64) faulted with an illegal address inside
         # this kernel, while every BV >= BK case of the GPU tier passed (cases.md). Not yet
         # re-run on the H200 with this rule (device time).
-        s = {}
-        BK = min(64, dot_dim(K))
-        BV = max(min(64, dot_dim(V)), BK)
+        BV = max(BV, BK)
     plan = task_plan(n_chunks * HV, "cube")
     chunk_wy_fwd_kernel[plan.grid](
         k=k, v=v, g_cum=g_cum, beta_t=beta_t, w=w, u=u, Ai=Ai,
