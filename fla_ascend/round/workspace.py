@@ -33,7 +33,6 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from fla_ascend import backend
 from fla_ascend.round import sources as _src
 from fla_ascend.round.compare import (
     compare_artifacts,
@@ -199,8 +198,10 @@ class Workspace:
         file_list = sorted({_src.check_snapshot_path(f) for f in file_list + list(extra_files or [])})
         if not file_list:
             raise ValueError(f"op {op!r} has no source files to snapshot")
-        if dtype is None:
-            dtype = "float32" if backend.device_type() == "cpu" else "bfloat16"
+        if dtype is None:  # the suite's own default, recorded by name
+            from fla_ascend.bench.suite import parse_dtype
+
+            dtype = str(parse_dtype(None)).removeprefix("torch.")
         request = SuiteRequest(ops=[op], shapes=shapes, modes=modes, dtype=dtype, quick=quick,
                                suite=suite, pythonpath=[str(Path(p).resolve()) for p in suite_pythonpath or []])
         request.validate()
