@@ -169,6 +169,7 @@ def main():
     p.add_argument("--out", default=os.environ.get("OUT", "."))
     p.add_argument("--sections", default="acc,gdn,decode,conv,layer")
     args = p.parse_args()
+    os.makedirs(args.out, exist_ok=True)
     rows = []
     t0 = time.time()
     a = torch.empty(2**30, dtype=torch.uint8, device=DEV)
