@@ -99,6 +99,7 @@ def run(args) -> int:
             dtype=args.dtype, quick=args.quick, progress=not args.no_progress,
             full_size=args.full_size, measure_peaks=not args.no_peaks,
             command=_command(args),
+            on_case=(lambda partial: suite.write_json(partial, args.json_path)) if args.json_path else None,
         )
     except ValueError as e:
         err.print(f"[red]fla-ascend bench: {e}[/red]")

@@ -219,6 +219,7 @@ def run_suite(
     command: list[str] | None = None,
     measure_peaks: bool = True,
     console=None,
+    on_case=None,
 ) -> dict[str, Any]:
     """Run the benchmark suite and return the artifact dict (schema ``fla-ascend-bench/1``).
 
@@ -238,6 +239,9 @@ def run_suite(
         command: recorded as ``meta.command`` (default ``sys.argv``).
         measure_peaks: measure copy bandwidth and bf16 matmul peak (GPU/NPU only).
         console: a ``rich.console.Console`` for progress output (default: stderr).
+        on_case: called after every case with the artifact so far (``meta["complete"]`` is
+            ``False``, speedups filled for the cases done), so that a caller can save partial
+            results of a run that may be stopped (a device time limit).
 
     Returns:
         ``{"schema", "meta", "results", "notes"}``; each result row has the contract's fields
@@ -293,7 +297,7 @@ def run_suite(
         "copy_bandwidth_gbps": None, "matmul_tflops": None,
         "dtype": _dtype_name(tdtype), "providers": providers, "modes": modes, "ops": ops,
         "interpreter": info.interpreter, "cpu_scaled": backend.device_type() == "cpu" and not full_size,
-        "seed": seed,
+        "seed": seed, "complete": False,
     }
     results: list[dict] = []
     n_cases = len(plan) * len(providers)
@@ -331,9 +335,13 @@ def run_suite(
                     bar.console.print(_case_line(r))
                 results.append(r)
                 bar.advance(task)
+                if on_case is not None:
+                    _add_speedups(results)
+                    on_case({"schema": SCHEMA, "meta": meta, "results": results, "notes": notes})
             del inputs, ref, cots
             _free()
     _add_speedups(results)
+    meta["complete"] = True
     return {"schema": SCHEMA, "meta": meta, "results": results, "notes": notes}
 
 
