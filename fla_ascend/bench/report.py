@@ -46,14 +46,15 @@ def table_rows(artifact: dict, short: bool = False) -> tuple[list[str], list[lis
     """Header and string cells of the result table, one row per case.
 
     Columns: op, shape, mode, dtype, provider, gate (status and worst relative RMSE), ms,
-    tokens/s, GB/s, TFLOP/s, the fraction of the measured copy bandwidth and matmul peak when
+    peak MiB (device memory allocated by one call above what was allocated before it; ``-`` on
+    CPU), tokens/s, GB/s, TFLOP/s, the fraction of the measured copy bandwidth and matmul peak when
     they were measured, and ``x <other>`` (other provider's time / this time: > 1 is faster)
     for every other provider of the run. Skipped and failed rows show the reason in ``note``.
     """
     meta = artifact["meta"]
     bw, peak = meta.get("copy_bandwidth_gbps"), meta.get("matmul_tflops")
     provs = _others(artifact)
-    head = ["op", "shape", "mode", "dtype", "provider", "gate", "ms", "tokens/s", "GB/s", "TFLOP/s"]
+    head = ["op", "shape", "mode", "dtype", "provider", "gate", "ms", "peak MiB", "tokens/s", "GB/s", "TFLOP/s"]
     if bw:
         head.append("%BW")
     if peak:
@@ -65,7 +66,7 @@ def table_rows(artifact: dict, short: bool = False) -> tuple[list[str], list[lis
         gate = _status(r) + ("" if ratio is None else f" {ratio:.1e}")
         cells = [
             _short(r["op"]) if short else r["op"], r["shape"], r["mode"], r["dtype"].replace("bfloat16", "bf16").replace("float", "fp"),
-            r["provider"], gate, _num(r["ms"], ".3f"), _num(r["tokens_per_s"], ".3g"),
+            r["provider"], gate, _num(r["ms"], ".3f"), _num(r.get("peak_mem_mb"), ".0f"), _num(r["tokens_per_s"], ".3g"),
             _num(r["gbps"], ".4g"), _num(r["tflops"], ".4g"),
         ]
         if bw:
