@@ -485,7 +485,7 @@ def test_chunk_bwd_fp16_input_precision_dots(case, device, nan_empty, monkeypatc
     check_case(case, torch.float16, device)
 
 
-def test_bf16_noise_floor():
+def test_bf16_limits_for_ill_conditioned_gradients():
     """The bf16 GPU tier's limits, checked on the CPU (they use only the fp32 reference): dg of
     a single token (B1 T1 HV1, where both we and flash-linear-attention miss 0.02) is
     ill-conditioned and gets a larger, capped limit; the gradients of a multi-token, multi-head
