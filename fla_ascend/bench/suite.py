@@ -29,7 +29,8 @@ from fla_ascend.bench import cases as C
 from fla_ascend.bench import timing
 from fla_ascend.ops.utils import rel_rmse
 
-__all__ = ["SCHEMA", "MODES", "PROVIDERS", "DTYPES", "run_suite", "write_json", "read_json", "parse_dtype", "plan_cases"]
+__all__ = ["SCHEMA", "MODES", "PROVIDERS", "DTYPES", "run_suite", "write_json", "read_json", "parse_dtype", "plan_cases",
+           "make_call", "resolve_case", "op_call"]
 
 SCHEMA = "fla-ascend-bench/1"
 MODES = ("fwd", "fwdbwd")
@@ -363,23 +364,7 @@ def _run_case(spec, r, inputs, ref, cots, timer, meta):
         r["correct"] = bool(worst <= r["tolerance"])
         if not r["correct"]:
             return
-        if mode == "fwd":
-            call_in = _leaves(inputs, ())
-
-            def call():
-                with torch.no_grad():
-                    return fn(**call_in)
-
-            grads = None
-        else:
-            leaves = _leaves(inputs, spec.grad_inputs)
-
-            def call():
-                for n in spec.grad_inputs:
-                    leaves[n].grad = None
-                return _run_fwdbwd(fn, leaves, cots, spec.grad_inputs)
-
-            grads = [leaves[n] for n in spec.grad_inputs]
+        call, grads = make_call(spec, fn, inputs, mode, cots)
         r["peak_mem_mb"] = timing.measure_peak_memory_mb(call)
         ms = timer(call, grad_to_none=grads)
         r["ms"] = ms
@@ -396,6 +381,103 @@ def _run_case(spec, r, inputs, ref, cots, timer, meta):
         if os.environ.get("FLA_ASCEND_BENCH_TRACEBACK"):
             traceback.print_exc()
         _free()
+
+
+def make_call(spec, fn, inputs: dict, mode: str, cots: dict | None):
+    """The zero-argument callable that is timed (and profiled): one forward of provider ``fn``
+    under ``no_grad`` for ``fwd``; for ``fwdbwd`` one forward and the backward of every output
+    against the cotangents ``cots`` (gradients of ``spec.grad_inputs`` reset before each call).
+    Runs on fresh copies of ``inputs``.
+
+    Returns:
+        ``(call, grad leaves or None)``; the leaves are what a timer resets between calls.
+    """
+    if mode == "fwd":
+        call_in = _leaves(inputs, ())
+
+        def call():
+            with torch.no_grad():
+                return fn(**call_in)
+
+        return call, None
+    leaves = _leaves(inputs, spec.grad_inputs)
+
+    def call():
+        for n in spec.grad_inputs:
+            leaves[n].grad = None
+        return _run_fwdbwd(fn, leaves, cots, spec.grad_inputs)
+
+    return call, [leaves[n] for n in spec.grad_inputs]
+
+
+def resolve_case(op: str, shape: str | dict | None = None, mode: str = "fwd", provider: str = "fla_ascend") -> dict:
+    """Check one ``(op, shape, mode, provider)`` selection without touching a device and return
+    the op's full shape (see :func:`op_call` for the arguments).
+
+    Raises:
+        ValueError: unknown op, provider or mode; a bad or inapplicable shape; a provider that
+            cannot run here (the message says why).
+    """
+    _check_names("op", [op], list(C.OPS))
+    spec = C.OPS[op]
+    _check_names("mode", [mode], spec.modes)
+    _check_names("provider", [provider], list(spec.providers))
+    base = dict(C.NAMED_SHAPES[spec.default_shapes[0]])
+    if shape is None:
+        full = base
+    elif isinstance(shape, dict):
+        full = dict(shape)
+    else:
+        parsed = C.parse_shapes(shape)
+        if len(parsed) != 1:
+            raise ValueError(f"shape: expected one shape, got {len(parsed)} from {shape!r}")
+        label, full = parsed[0]
+        if label not in C.NAMED_SHAPES:  # free form: overlay on the op's default shape
+            full = {**base, **full}
+    full = spec.complete_shape(full)
+    if isinstance(full, str):
+        raise ValueError(f"shape: {full}")
+    why = spec.available(provider)
+    if why:
+        raise ValueError(f"provider {provider}: {why}")
+    return full
+
+
+def op_call(op: str, shape: str | dict | None = None, mode: str = "fwd", provider: str = "fla_ascend",
+            dtype: str | torch.dtype | None = None, seed: int = 0):
+    """One op of :data:`cases.OPS` ready to run, for profilers and ad-hoc timing: the suite's
+    inputs, provider and call (:func:`make_call`) without the correctness gate or the timer.
+
+    Args:
+        op: op name (``fla-ascend bench --list``).
+        shape: a named shape (``gdn-t32k``), a free-form one (``B=1,T=4096,H=16,HV=32``), a
+            dict, or ``None`` for the op's first default shape. Free-form text may give only some
+            dims: the rest come from the op's first default shape (``T=1024`` is Qwen3-Next's
+            layer at T = 1024).
+        mode: ``fwd`` or ``fwdbwd`` (cotangents: seeded normal, shaped like one forward's outputs).
+        provider: ``fla_ascend``, ``torch_ref``, ``fla`` or another provider the op registers.
+        dtype: as :func:`parse_dtype`.
+        seed: input seed.
+
+    Returns:
+        ``(call, shape dict)``; the inputs live on :func:`fla_ascend.backend.device`.
+
+    Raises:
+        ValueError: as :func:`resolve_case`, and a bad ``dtype``.
+    """
+    full = resolve_case(op, shape, mode, provider)
+    spec = C.OPS[op]
+    tdtype = parse_dtype(dtype)
+    if spec.prepare is not None:
+        spec.prepare(provider, mode)
+    fn = spec.providers[provider]
+    inputs = spec.make_inputs(full, tdtype, backend.device(), seed)
+    cots = None
+    if mode == "fwdbwd":
+        with torch.no_grad():
+            out = {k: v for k, v in fn(**_leaves(inputs, ())).items() if v is not None}
+        cots = _cotangents(out, seed)
+    return make_call(spec, fn, inputs, mode, cots)[0], full
 
 
 def inputs_dtype(inputs: dict) -> torch.dtype:

@@ -2,8 +2,9 @@
 
     fla-ascend profile analyze DIR [--top N] [--by type|name] [--out DIR] [--no-plots] [--json]
     fla-ascend profile compare BASE NEW [--top N] [--by type|name] [--out DIR] [--no-plots]
-    fla-ascend profile op NAME [--shapes B=1,T=4096,...] [--dtype bfloat16] [--backward]
-                               [--warmup N] [--active N] [--out DIR] [--level L] [--metrics M]
+    fla-ascend profile op NAME [--shapes NAME|B=1,T=4096,...] [--provider fla_ascend|fla|torch_ref]
+                               [--dtype bfloat16] [--backward] [--warmup N] [--active N] [--out DIR]
+                               [--level L] [--metrics M]
 
 ``analyze`` and ``compare`` need no device. ``op`` needs an NPU or a CUDA GPU and exits with
 status 2 and a message otherwise.
@@ -12,14 +13,6 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-
-# op name -> default shapes. Inputs follow flash-linear-attention's layout: q, k [B, T, H, K];
-# v [B, T, HV, V]; g (log-space decay, <= 0) and beta (0-1) [B, T, HV].
-_OP_DEFAULTS = {
-    "chunk_gated_delta_rule": {"B": 1, "T": 4096, "H": 16, "HV": 32, "K": 128, "V": 128},
-    "fused_recurrent_gated_delta_rule": {"B": 32, "T": 1, "H": 16, "HV": 32, "K": 128, "V": 128},
-}
-
 
 def register(sub) -> None:
     """Add the ``profile`` subcommand (``analyze``, ``compare``, ``op``) to an argparse
@@ -47,10 +40,11 @@ def register(sub) -> None:
     c.set_defaults(func=run_compare)
 
     o = ps.add_parser("op", help="profile one of our ops on the current NPU or CUDA device")
-    o.add_argument("name", help=f"op name, e.g. {', '.join(_OP_DEFAULTS)}")
-    o.add_argument("--shapes", default="", help="comma-separated KEY=VALUE over B,T,H,HV,K,V "
-                   "(defaults per op: " + "; ".join(f"{k}: " + ",".join(f"{a}={b}" for a, b in v.items())
-                                                    for k, v in _OP_DEFAULTS.items()) + ")")
+    o.add_argument("name", help="an op of the benchmark suite (fla-ascend bench --list), e.g. chunk_gated_delta_rule")
+    o.add_argument("--shapes", default=None, help="one shape: a name from fla-ascend bench --list (gdn-t32k) or "
+                   "KEY=VALUE pairs over the op's dims (T=1024,HV=16), the others from the op's default shape")
+    o.add_argument("--provider", default="fla_ascend",
+                   help="whose kernels: fla_ascend (default), fla (flash-linear-attention, when it imports) or torch_ref")
     o.add_argument("--dtype", default="bfloat16", choices=("bfloat16", "float16", "float32"))
     o.add_argument("--backward", action="store_true", help="profile forward + backward")
     o.add_argument("--warmup", type=int, default=2)
@@ -149,99 +143,25 @@ def run_compare(args) -> int:
     return 0
 
 
-def parse_shapes_arg(text: str, name: str) -> dict:
-    """``"T=2048,HV=16"`` -> the op's default shape dict updated with those values.
-
-    Raises:
-        ValueError: unknown op, unknown key, or a value that is not a positive int.
-    """
-    if name not in _OP_DEFAULTS:
-        raise ValueError(f"op: expected one of {sorted(_OP_DEFAULTS)}, got {name!r}")
-    shapes = dict(_OP_DEFAULTS[name])
-    for part in filter(None, (p.strip() for p in text.split(","))):
-        key, _, val = part.partition("=")
-        key = key.strip()
-        if key not in shapes:
-            raise ValueError(f"--shapes: unknown key {key!r}; expected some of {sorted(shapes)}")
-        try:
-            v = int(val)
-        except ValueError:
-            v = 0
-        if v < 1:
-            raise ValueError(f"--shapes: {key} must be a positive int, got {val!r}")
-        shapes[key] = v
-    if shapes["HV"] % shapes["H"]:
-        raise ValueError(f"--shapes: HV must be a multiple of H, got HV={shapes['HV']}, H={shapes['H']}")
-    return shapes
-
-
-def build_op_call(name: str, shapes: dict, dtype: str, device: str, backward: bool):
-    """Make a zero-argument callable running op ``name`` on random inputs of ``shapes``.
-
-    q and k are L2-normalised along K, g = logsigmoid(randn) (log-space decay), beta =
-    sigmoid(randn), as in flash-linear-attention's tests. Imports ``fla_ascend.ops`` (the one
-    place the profiling package touches the ops).
-
-    Raises:
-        ValueError: an op name the ops package does not export or this command cannot build.
-    """
-    import importlib
-
-    import torch
-    import torch.nn.functional as F
-
-    ops = importlib.import_module("fla_ascend.ops")
-    if name not in getattr(ops, "__all__", []):
-        raise ValueError(f"op: {name!r} is not in fla_ascend.ops (exports: {', '.join(getattr(ops, '__all__', []))})")
-    if name not in _OP_DEFAULTS:
-        raise ValueError(f"op: {name!r} exists but `profile op` cannot build inputs for it yet; "
-                         f"supported: {', '.join(sorted(_OP_DEFAULTS))}")
-    fn = getattr(ops, name)
-    dt = getattr(torch, dtype)
-    B, T, H, HV, K, V = (shapes[k] for k in ("B", "T", "H", "HV", "K", "V"))
-    dev = torch.device(device)
-    q = F.normalize(torch.randn(B, T, H, K, device=dev, dtype=torch.float32), dim=-1).to(dt)
-    k = F.normalize(torch.randn(B, T, H, K, device=dev, dtype=torch.float32), dim=-1).to(dt)
-    v = torch.randn(B, T, HV, V, device=dev, dtype=dt)
-    g = F.logsigmoid(torch.randn(B, T, HV, device=dev, dtype=torch.float32)).to(dt)
-    beta = torch.sigmoid(torch.randn(B, T, HV, device=dev, dtype=torch.float32)).to(dt)
-    h0 = torch.randn(B, HV, K, V, device=dev, dtype=torch.float32) * 0.1
-    tensors = [q, k, v, g, beta]
-    if backward:
-        for t in tensors:
-            t.requires_grad_(True)
-
-    def call():
-        o, _ = fn(*tensors, initial_state=h0, output_final_state=True)
-        if backward:
-            o.backward(torch.ones_like(o))
-        return o
-
-    return call
-
-
 def run_op(args) -> int:
     """``profile op NAME``: collect on the current device, then print the analysis."""
     from .collect import NoDeviceError, detect_device, profile_op
 
+    from fla_ascend.bench.suite import op_call, resolve_case
+
+    mode = "fwdbwd" if args.backward else "fwd"
     try:
-        shapes = parse_shapes_arg(args.shapes, args.name)
-    except ValueError as e:
-        return _fail(str(e))
-    try:
+        resolve_case(args.name, args.shapes, mode, args.provider)  # bad arguments first, before any device
         device = detect_device()
-    except NoDeviceError as e:
-        return _fail(str(e))
-    try:
-        call = build_op_call(args.name, shapes, args.dtype, device, args.backward)
-    except ValueError as e:
+        call, shape = op_call(args.name, args.shapes, mode, args.provider, args.dtype)
+    except (ValueError, NoDeviceError) as e:
         return _fail(str(e))
     run_dir = profile_op(call, warmup=args.warmup, active=args.active, out_dir=args.out, device=device,
                          level=args.level, aic_metrics=args.metrics)
     from .analyze import analyze
 
     con = _console()
-    con.print(f"profiled {args.name} {shapes} {args.dtype}{' fwd+bwd' if args.backward else ''} on {device}: "
+    con.print(f"profiled {args.provider} {args.name} {shape} {args.dtype}{' fwd+bwd' if args.backward else ''} on {device}: "
               f"{run_dir}", highlight=False)
     rep = analyze(run_dir, top=args.top)
     _print_report(rep, con)

@@ -160,3 +160,21 @@ def test_plan_skips_inapplicable_shapes_and_modes():
     ]
     assert any("lacks H" in n for n in notes)
     assert any("fused_recurrent_gated_delta_rule has no fwdbwd mode" in n for n in notes)
+
+
+def test_op_call_runs_the_suites_call():
+    """op_call (behind fla-ascend profile op): a free-form shape overlays the op's default shape;
+    fwdbwd fills every gradient; a named shape of another op is refused with the reason."""
+    call, shape = suite.op_call("chunk_gated_delta_rule", "T=20,H=1,HV=2,K=16,V=16", "fwdbwd", dtype="float32")
+    assert shape == {"B": 1, "T": 20, "H": 1, "HV": 2, "K": 16, "V": 16}
+    out, grads = call()
+    assert set(grads) == {"dq", "dk", "dv", "dg", "dbeta"}
+    assert all(g is not None and g.isfinite().all() for g in grads.values())
+    call, shape = suite.op_call("l2norm", "B=1,T=8,H=1,K=16")
+    assert call()["y"].shape == (1, 8, 1, 16)
+    with pytest.raises(ValueError, match="lacks D, W"):
+        suite.resolve_case("causal_conv1d", "qwen3next")
+    with pytest.raises(ValueError, match="expected one shape"):
+        suite.resolve_case("chunk_gated_delta_rule", "gdn-anchors")
+    with pytest.raises(ValueError, match="mode"):
+        suite.resolve_case("fused_recurrent_gated_delta_rule", None, "fwdbwd")

@@ -77,11 +77,18 @@ def test_profile_op_on_cpu_fails_clearly(capsys, tmp_path):
         collect.detect_device()
 
 
-def test_profile_op_bad_shapes(capsys):
+def test_profile_op_bad_arguments(capsys, tmp_path):
+    """Bad arguments are named before any device is looked for (so also on this CPU machine)."""
     assert main(["profile", "op", "chunk_gated_delta_rule", "--shapes", "T=0"]) == 2
-    assert "T must be a positive int" in capsys.readouterr().err
+    assert "T=0" in capsys.readouterr().err
     assert main(["profile", "op", "no_such_op"]) == 2
-    assert "expected one of" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "no_such_op" in err and "chunk_gated_delta_rule" in err
+    assert main(["profile", "op", "causal_conv1d", "--shapes", "qwen3next"]) == 2
+    assert "lacks D, W" in capsys.readouterr().err
+    assert main(["profile", "op", "chunk_gated_delta_rule", "--provider", "nobody"]) == 2
+    assert "nobody" in capsys.readouterr().err
+    assert not (tmp_path / "profile_out").exists()
 
 
 def test_cli_analyze_and_compare_on_shipped_sample(tmp_path, capsys):
@@ -116,6 +123,17 @@ def test_profile_op_collects_on_device(tmp_path):
     assert len(k) >= 3 and k["duration_us"].gt(0).all()
     assert k["step"].dropna().nunique() == 3
     assert A.analyze(run).totals["device_us"] > 0
+
+
+@pytest.mark.gpu
+def test_cli_profile_op_fla_provider(tmp_path, capsys):
+    """flash-linear-attention's kernels profile the same way, for a per-kernel comparison."""
+    pytest.importorskip("fla")
+    rc = main(["profile", "op", "chunk_gated_delta_rule", "--provider", "fla", "--backward", "--shapes", "T=1024,H=4,HV=8",
+               "--active", "2", "--out", str(tmp_path)])
+    assert rc == 0, capsys.readouterr().out
+    k = R.read_kernel_details(next(tmp_path.glob("*_pt")))
+    assert k["name"].str.contains("chunk").any()
 
 
 @pytest.mark.gpu
