@@ -9,6 +9,7 @@ from __future__ import annotations
 import importlib
 import math
 import sys
+import weakref
 
 import pytest
 import torch
@@ -16,7 +17,8 @@ import torch.nn.functional as F
 
 from fla_ascend.ops.utils import rel_rmse
 
-__all__ = ["make_inputs", "assert_close", "bf16_input_movement", "bf16_limits", "nan_empty", "NAN_FILLED_PACKAGES"]
+__all__ = ["make_inputs", "assert_close", "bf16_input_movement", "bf16_limits", "peak_live_bytes", "nan_empty",
+           "NAN_FILLED_PACKAGES"]
 
 
 def make_inputs(
@@ -178,6 +180,45 @@ def bf16_limits(fn, x: dict, limits: dict) -> tuple[dict, dict]:
         for n in few:
             out[n] = min(max(limits[n], 2 * movement[n]), MAX_RELAX * limits[n])
     return ref, out
+
+
+# --- peak memory on any device -----------------------------------------------------------------
+
+
+def peak_live_bytes(fn) -> int:
+    """Largest total size of the tensor storages that ``fn()`` allocated and still referenced at
+    any moment during the call (bytes), measured with a ``TorchDispatchMode``: every op output
+    on a new storage is counted until no tensor viewing that storage is alive. Works on the
+    CPU, where ``torch.cuda.max_memory_allocated`` has no equivalent; tensors that ``fn`` only
+    receives are not counted."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+    from torch.utils._pytree import tree_flatten
+
+    class _Tracker(TorchDispatchMode):
+        def __init__(self):
+            super().__init__()
+            self.live: dict[int, tuple[int, list]] = {}
+            self.peak = 0
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            out = func(*args, **(kwargs or {}))
+            for ptr in [p for p, (_, refs) in self.live.items() if all(r() is None for r in refs)]:
+                del self.live[ptr]
+            seen = {x.untyped_storage().data_ptr() for x in tree_flatten((args, kwargs))[0] if isinstance(x, torch.Tensor)}
+            for t in tree_flatten(out)[0]:
+                if isinstance(t, torch.Tensor):
+                    st = t.untyped_storage()
+                    if st.data_ptr() in self.live:  # a view of a counted storage keeps it alive
+                        self.live[st.data_ptr()][1].append(weakref.ref(t))
+                    elif st.data_ptr() not in seen and st.nbytes() > 0:  # views and in-place results are not new
+                        self.live[st.data_ptr()] = (st.nbytes(), [weakref.ref(t)])
+            self.peak = max(self.peak, sum(n for n, _ in self.live.values()))
+            return out
+
+    tracker = _Tracker()
+    with tracker:
+        fn()
+    return tracker.peak
 
 
 # --- NaN-filled allocations ------------------------------------------------------------------
