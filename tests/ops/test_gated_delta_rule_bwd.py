@@ -498,30 +498,6 @@ def test_chunk_bwd_fp16_input_precision_dots(case, device, nan_empty, monkeypatc
     check_case(case, torch.float16, device)
 
 
-def test_wy_operands_stored_in_input_dtype_are_exact(device, nan_empty, monkeypatch):
-    """Under the "input" WY dot precision, Ai and dw are stored in the input dtype
-    (wy.wy_bwd_operand_dtype): the WY backward casts them to it before every dot anyway, so the
-    gradients are bit-identical to storing them in fp32, with less memory. float16 stands in for
-    bf16 (the interpreter's bf16 dots are wrong)."""
-    from fla_ascend.ops.common import wy
-    from fla_ascend.ops.gated_delta_rule import chunk as chunk_mod
-
-    case = Case(1, 75, 2, 4, 64, 32, 32, h0=True, dht=True, gate="kernel", l2norm=True, varlen=(0, 30, 75))
-    monkeypatch.setattr(wy, "dot_precision", lambda stage, dtype: "input")
-    x = case.inputs(torch.float16, device)
-    do, dht = case.cotangents(x)
-    assert wy.wy_bwd_operand_dtype(torch.float16) == torch.float16
-    half = op_grads(case, x, do, dht)
-    peak_half = peak_live_bytes(lambda: op_grads(case, x, do, dht))
-    for mod in (wy, chunk_mod):
-        monkeypatch.setattr(mod, "wy_bwd_operand_dtype", lambda dtype: torch.float32)
-    full = op_grads(case, x, do, dht)
-    peak_full = peak_live_bytes(lambda: op_grads(case, x, do, dht))
-    for n in half:
-        assert torch.equal(half[n], full[n]), f"d{n} differs between fp16 and fp32 storage of Ai and dw"
-    assert peak_half < peak_full
-
-
 def test_bf16_limits_for_ill_conditioned_gradients():
     """The bf16 GPU tier's limits, checked on the CPU (they use only the fp32 reference): dg of
     a single token (B1 T1 HV1, where both we and flash-linear-attention miss 0.02) is
