@@ -373,6 +373,13 @@ class Report:
     kernels: pd.DataFrame = dataclasses.field(repr=False, default=None)
     msprof_op: MsprofOpRun | None = dataclasses.field(repr=False, default=None)
     top: int = 10
+    key: tuple = KEY_TYPE
+
+    def top_kernels(self) -> tuple[pd.DataFrame, list[str]]:
+        """The top-N rows of :attr:`bounds` with their mean time, and the columns to show."""
+        key = list(self.key)
+        b = self.bounds.head(self.top).merge(self.summary[key + ["mean_us"]], on=key, how="left")
+        return b, key + ["count", "total_us", "mean_us", "share", "bound", "room"]
 
     def to_markdown(self) -> str:
         """The report as Markdown (top-N tables and findings)."""
@@ -390,9 +397,7 @@ class Report:
         lines.append("")
         lines.append(f"## Top {self.top} kernels by device time")
         lines.append("")
-        cols = ["type", "core", "input_shapes", "count", "total_us", "mean_us", "share", "bound", "room"]
-        b = self.bounds.head(self.top).merge(self.summary[["type", "core", "input_shapes", "mean_us"]],
-                                             on=["type", "core", "input_shapes"], how="left")
+        b, cols = self.top_kernels()
         lines.append(_md_table(b, cols))
         if not self.block_dim.empty:
             lines += ["", "## Block dim vs cores", "", _md_table(self.block_dim.head(self.top),
@@ -504,12 +509,14 @@ def analyze(run, *, top: int = 10, by="type", msprof_op: MsprofOpRun | None = No
               "device_us": float(kernels["duration_us"].sum()) if len(kernels) else 0.0,
               "wait_us": float(kernels["wait_us"].sum()) if len(kernels) else 0.0}
     findings = []
+    key = _key_cols(by)
     for _, r in bounds.head(top).iterrows():
+        label = f"{r[key[0]]}" + (f" [{r['core']}]" if "core" in key else "")
         if r["bound"] == "not bound":
-            findings.append(f"{r['type']} [{r['core']}] ({r['share']:.1%} of device time): not bound by any pipe, "
+            findings.append(f"{label} ({r['share']:.1%} of device time): not bound by any pipe, "
                             f"{r['room']:.2%} room before the nearest threshold (latency, sync or imbalance)")
         elif isinstance(r["bound"], str) and r["bound"].endswith("bound"):
-            findings.append(f"{r['type']} [{r['core']}] ({r['share']:.1%} of device time): {r['bound']}")
+            findings.append(f"{label} ({r['share']:.1%} of device time): {r['bound']}")
     for _, r in bd[bd["wasted"]].iterrows() if not bd.empty else []:
         findings.append(f"{r['type']} [{r['core']}]: block dim {r['block_dim']} is not a multiple of {r['cores']} "
                         f"cores ({r['core_use']:.0%} of core slots busy over {r['rounds']} round(s))")
@@ -532,4 +539,4 @@ def analyze(run, *, top: int = 10, by="type", msprof_op: MsprofOpRun | None = No
                             f"slowest block (slowest {r['slowest']}, {r['max_us']:.2f} us)")
     return Report(source=source, totals=totals, summary=summary, bounds=bounds, op_statistic=opstat,
                   block_dim=bd, aicpu=ac, imbalance=imb, device=device, findings=findings,
-                  kernels=kernels, msprof_op=msprof_op, top=top)
+                  kernels=kernels, msprof_op=msprof_op, top=top, key=tuple(key))

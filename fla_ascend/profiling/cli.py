@@ -85,10 +85,8 @@ def _print_report(rep, console) -> None:
     t = rep.totals
     console.print(f"[bold]{rep.source}[/bold]: {t['kernels']} kernel launches, {t['steps']} step(s), "
                   f"device time {t['device_us']:.3f} us, wait {t['wait_us']:.3f} us")
-    b = rep.bounds.head(rep.top).merge(rep.summary[["type", "core", "input_shapes", "mean_us"]],
-                                       on=["type", "core", "input_shapes"], how="left")
-    console.print(_rich_table(b, ["type", "core", "input_shapes", "count", "total_us", "mean_us", "share", "bound",
-                                  "room"], f"Top {rep.top} kernels"))
+    b, cols = rep.top_kernels()
+    console.print(_rich_table(b, cols, f"Top {rep.top} kernels"))
     if rep.findings:
         console.print("[bold]Findings[/bold]")
         for f in rep.findings:

@@ -22,7 +22,7 @@ def _figure(w, h):
 
 
 def _label(r, width=48) -> str:
-    s = f"{r['type']} [{r['core']}]"
+    s = f"{r['type'] if 'type' in r else r['name']}" + (f" [{r['core']}]" if "core" in r else "")
     shp = r.get("input_shapes", "")
     if isinstance(shp, str) and shp:
         s += f" {shp}"
@@ -42,11 +42,12 @@ def plot_time_share(summary: pd.DataFrame, path, top: int = 10) -> Path:
     ``analyze.kernel_summary`` output, the rest lumped as "other". Returns the PNG path.
 
     Raises:
-        ValueError: ``summary`` lacks ``share`` / ``type`` / ``core``, or ``top`` < 1.
+        ValueError: ``summary`` lacks ``share`` or a key column (``type`` or ``name``), or
+            ``top`` < 1.
     """
     if top < 1:
         raise ValueError(f"top: expected >= 1, got {top}")
-    for c in ("share", "type", "core"):
+    for c in ("share", "type" if "name" not in summary else "name"):
         if c not in summary:
             raise ValueError(f"summary: missing column {c!r}; pass analyze.kernel_summary output")
     s = summary.head(top)

@@ -105,6 +105,14 @@ def test_cli_analyze_and_compare_on_shipped_sample(tmp_path, capsys):
     assert "not found" in capsys.readouterr().err
 
 
+def test_cli_analyze_by_name(tmp_path, capsys):
+    """Kernel key = kernel name: tables and findings name kernels, not op types."""
+    assert main(["profile", "analyze", str(SAMPLES / "base"), "--by", "name", "--out", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "aclnnMatMulV3_MatMulV3 [AI_CORE]" in out
+    assert "| name |" in (tmp_path / "report.md").read_text()
+
+
 def test_cli_analyze_json_and_msprof_op(tmp_path, capsys):
     op = B.make_msprof_op(tmp_path / "op")
     assert main(["profile", "analyze", str(SAMPLES / "base"), "--json", "--msprof-op", str(op)]) == 0
