@@ -55,7 +55,7 @@ if os.environ.get("DRY"):
 
     SHAPES = {"qwen": (1, 64, 1, 2, 32, 32), "t32k": (1, 128, 1, 2, 32, 32)}
     ACC = {"D128": (1, 70, 1, 2, 32, 32), "D256": (1, 40, 1, 1, 64, 64)}
-    DTYPE = torch.float16  # the interpreter's bf16 dots are wrong (DESIGN.md)
+    DTYPE = torch.float16  # the interpreter's bf16 dots are wrong (README, "Where each tier runs")
 else:
     SHAPES = {"qwen": (1, 4096, 16, 32, 128, 128), "t32k": (1, 32768, 16, 32, 128, 128)}
     ACC = {"D128": (2, 1024, 4, 4, 128, 128), "D256": (1, 512, 2, 2, 256, 256)}

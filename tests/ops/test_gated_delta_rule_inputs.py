@@ -225,7 +225,7 @@ def test_scale_not_a_number(op, x):
 # --- chunk_size, gate parameters ---------------------------------------------------------------
 
 
-@pytest.mark.parametrize("chunk_size", [0, 8, 48, 128])
+@pytest.mark.parametrize("chunk_size", [0, 8, 48, 128, 16.0])
 def test_chunk_size(x, chunk_size):
     with pytest.raises(ValueError) as info:
         chunk_gated_delta_rule(**x, chunk_size=chunk_size)

@@ -5,6 +5,8 @@ WY representation, the state recurrence over chunks, and the output.
 """
 from __future__ import annotations
 
+import numbers
+
 import torch
 import triton
 
@@ -167,10 +169,11 @@ def chunk_gated_delta_rule(
         "chunk_gated_delta_rule", q, k, v, g, beta, scale, initial_state, cu_seqlens,
         use_gate_in_kernel, A_log, dt_bias,
     )
-    if chunk_size not in CHUNK_SIZES:
+    if not isinstance(chunk_size, numbers.Integral) or isinstance(chunk_size, bool) or chunk_size not in CHUNK_SIZES:
         raise ValueError(f"chunk_gated_delta_rule: chunk_size must be one of {CHUNK_SIZES}, got {chunk_size!r}")
+    chunk_size = int(chunk_size)
     if backend.is_interpreter() and x.q.dtype == torch.bfloat16:
-        # the Triton interpreter computes garbage for tl.dot on bf16 operands (DESIGN.md)
+        # the Triton interpreter computes garbage for tl.dot on bf16 operands (README, "Where each tier runs")
         raise TypeError("chunk_gated_delta_rule: bfloat16 is not supported on the Triton interpreter (CPU); "
                         "got q of dtype torch.bfloat16: use float32 or float16 there")
     if use_qk_l2norm_in_kernel:
