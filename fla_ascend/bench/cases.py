@@ -98,6 +98,8 @@ def _parse_free_form(text: str) -> dict[str, int]:
         if int(value) < 1:
             raise ValueError(f"--shapes: {name}={value} in {text!r} must be >= 1")
         shape[name] = int(value)
+    if "H" in shape and "HV" in shape and shape["HV"] % shape["H"]:
+        raise ValueError(f"--shapes: HV={shape['HV']} in {text!r} must be a multiple of H={shape['H']} (GVA groups)")
     if not shape:
         raise ValueError(f"--shapes: empty shape {text!r}")
     return shape

@@ -6,6 +6,7 @@ Exit status: 0 when every gate that ran passed, 1 when any case failed its gate 
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 
 def _csv(text: str) -> list[str]:
@@ -93,6 +94,10 @@ def run(args) -> int:
     from fla_ascend.bench import report, suite
 
     err = Console(stderr=True)
+    for opt, path in (("--json", args.json_path), ("--markdown", args.markdown), ("--plot", args.plot)):
+        if path and Path(path).is_dir():
+            err.print(f"[red]fla-ascend bench: {opt} {path} is a directory; expected a file path[/red]")
+            return 2
     try:
         artifact = suite.run_suite(
             ops=args.ops, shapes=args.shapes, modes=args.modes, providers=args.providers,

@@ -75,7 +75,7 @@ def table_rows(artifact: dict, short: bool = False) -> tuple[list[str], list[lis
             cells.append("-" if r["tflops"] is None else f"{100 * r['tflops'] / peak:.0f}%")
         for p in provs:
             s = (r.get("speedup") or {}).get(p)
-            cells.append("-" if s is None else f"{s:.2f}x")
+            cells.append("-" if s is None else f"{s:.2f}x" if s >= 0.01 else f"{s:.1e}x")
         cells.append(r.get("skipped") or r.get("error") or "")
         rows.append(cells)
     return head, rows

@@ -420,7 +420,9 @@ def resolve_case(op: str, shape: str | dict | None = None, mode: str = "fwd", pr
     """
     _check_names("op", [op], list(C.OPS))
     spec = C.OPS[op]
-    _check_names("mode", [mode], spec.modes)
+    if mode not in spec.modes:
+        raise ValueError(f"mode: {op} has no {mode!r} mode (it has {', '.join(spec.modes)}; fwdbwd is --backward "
+                         "in fla-ascend profile op)")
     _check_names("provider", [provider], list(spec.providers))
     base = dict(C.NAMED_SHAPES[spec.default_shapes[0]])
     if shape is None:

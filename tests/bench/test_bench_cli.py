@@ -64,3 +64,9 @@ def test_isolated_runner_merges_parts_and_survives_a_timeout(tmp_path):
     assert len(art["results"]) == 4
     assert all(r["correct"] is False and "timed out" in r["error"] for r in art["results"])
     assert suite.read_json(tmp_path / "t" / "bench.json")["results"] == json.loads(json.dumps(art["results"]))
+
+
+def test_output_path_that_is_a_directory(tmp_path, capsys):
+    """Refused before any case runs (the artifact is rewritten after every case)."""
+    assert cli.main(["bench", "--ops", "l2norm", "--providers", "fla_ascend", "--json", str(tmp_path)]) == 2
+    assert "--json" in capsys.readouterr().err

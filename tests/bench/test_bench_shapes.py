@@ -73,3 +73,8 @@ def test_counted_bytes_match_anchor_model():
     # decode: the fp32 state in and out dominates (anchors: 2.76 TB/s at 0.097 ms for B64)
     dec = C.OPS["fused_recurrent_gated_delta_rule"].bytes_moved(C.NAMED_SHAPES["decode-b64"], torch.bfloat16, "fwd")
     assert 2 * 64 * 32 * 128 * 128 * 4 <= dec < 1.01 * 2 * 64 * 32 * 128 * 128 * 4
+
+
+def test_free_form_hv_must_be_a_multiple_of_h():
+    with pytest.raises(ValueError, match="HV=4 .* must be a multiple of H=3"):
+        C.parse_shapes("B=1,T=8,H=3,HV=4,K=16")
