@@ -74,7 +74,8 @@ def chunk_gated_delta_rule_bwd(
     h, v_new, _ = chunk_fwd_h(k, w, u, g_cum, chunk_size, n_chunks, N, initial_state, False, cu_seqlens,
                               chunk_offsets)
     # each intermediate is released once its last stage has run: the peak is then the dq/dk/dw
-    # stage's, not the sum of all (-28% at bf16 sizes, measured on the CPU: cases.md "Backward: recompute, do not save")
+    # stage's, not the sum of all (-28% at bf16 sizes, measured on the CPU; cases.md, "Backward:
+    # recompute, do not save")
     del u
     dv_local = chunk_bwd_dv_local(q, k, g_cum, do, scale, chunk_size, n_chunks, **idx)
     dh, dv_new, dh0 = chunk_bwd_dh(q, k, w, g_cum, do, dv_local, scale, chunk_size, n_chunks, N, dht,
