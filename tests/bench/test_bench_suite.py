@@ -178,3 +178,23 @@ def test_op_call_runs_the_suites_call():
         suite.resolve_case("chunk_gated_delta_rule", "gdn-anchors")
     with pytest.raises(ValueError, match="mode"):
         suite.resolve_case("fused_recurrent_gated_delta_rule", None, "fwdbwd")
+
+
+def test_conv_tile_ab_script(tmp_path):
+    """benchmarks/tune_conv_tiles.py: each variant goes through the suite's gate; the shipped
+    tile is restored afterwards; a malformed variant is refused."""
+    import importlib.util
+    from pathlib import Path
+
+    from fla_ascend.ops.causal_conv1d import conv
+
+    path = Path(__file__).resolve().parents[2] / "benchmarks" / "tune_conv_tiles.py"
+    spec = importlib.util.spec_from_file_location("tune_conv_tiles", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    before = conv._tiles
+    assert mod.main(["--quick", "--variants", "16x32w2", "--out", str(tmp_path)]) == 0
+    assert conv._tiles is before
+    art = json.loads((tmp_path / "conv_tiles.json").read_text())["16x32w2"]
+    assert art["results"] and all(r["correct"] for r in art["results"])
+    assert mod.main(["--variants", "3x4w4", "--out", str(tmp_path)]) == 2
