@@ -23,7 +23,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from fla_ascend import backend  # noqa: E402  (before triton: it decides interpreter mode)
 import triton  # noqa: E402
 
-from fla_ascend.bench import suite  # noqa: E402
+from fla_ascend.bench import report, suite  # noqa: E402
 from fla_ascend.ops.causal_conv1d import conv  # noqa: E402
 
 VARIANTS = ["64x128w4", "128x128w4", "128x128w8", "256x64w4", "32x256w4", "64x256w8", "256x128w8"]
@@ -70,18 +70,15 @@ def main(argv=None) -> int:
         return 2
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    arts, lines = {}, ["| variant | shape | mode | gate | ms | GB/s | % of copy | peak MiB |", "|---|---|---|---|---|---|---|---|"]
+    arts, lines = {}, []
     for name, BT, BD, nw in variants:
         art = run_variant(BT, BD, nw, args.quick)
         arts[name] = art
-        bw = art["meta"].get("copy_bandwidth_gbps")
-        for r in art["results"]:
-            gate = "PASS" if r["correct"] else ("ERROR " + (r["error"] or "")[:60] if r["error"] else "FAIL")
-            ms = "-" if r["ms"] is None else f"{r['ms']:.3f}"
-            gbps = "-" if r["gbps"] is None else f"{r['gbps']:.0f}"
-            frac = "-" if (r["gbps"] is None or not bw) else f"{100 * r['gbps'] / bw:.0f}%"
-            mem = "-" if r["peak_mem_mb"] is None else f"{r['peak_mem_mb']:.0f}"
-            lines.append(f"| {name} | {r['shape']} | {r['mode']} | {gate} | {ms} | {gbps} | {frac} | {mem} |")
+        head, rows = report.table_rows(art, short=True)  # the suite's own columns, a variant column first
+        if not lines:
+            lines = ["| variant | " + " | ".join(head) + " |", "|" + "---|" * (len(head) + 1)]
+        for cells in rows:
+            lines.append(f"| {name} | " + " | ".join(cells) + " |")
             print(lines[-1], flush=True)
         (out / "conv_tiles.json").write_text(json.dumps(arts, indent=1, default=str) + "\n")
         (out / "conv_tiles.md").write_text("\n".join(lines) + "\n")

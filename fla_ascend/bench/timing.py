@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import statistics
 import time
+import weakref
 from dataclasses import dataclass
 from typing import Callable
 
@@ -19,7 +20,7 @@ import torch
 
 from fla_ascend import backend
 
-__all__ = ["Timer", "make_timer", "measure_peak_memory_mb", "copy_bandwidth_gbps", "matmul_tflops", "synchronize"]
+__all__ = ["Timer", "make_timer", "measure_peak_memory_mb", "peak_live_bytes", "copy_bandwidth_gbps", "matmul_tflops", "synchronize"]
 
 
 def synchronize() -> None:
@@ -124,6 +125,46 @@ def measure_peak_memory_mb(fn: Callable[[], object]) -> float | None:
     fn()
     mod.synchronize()
     return (mod.max_memory_allocated() - base) / 2 ** 20
+
+
+def peak_live_bytes(fn: Callable[[], object]) -> int:
+    """Largest total size of the tensor storages that ``fn()`` allocated and still referenced at
+    any moment during the call (bytes), on any device, CPU included.
+
+    Measured with a ``TorchDispatchMode``: every op output on a storage that none of the op's
+    inputs uses is counted until no tensor viewing that storage is alive (views and in-place
+    results are not new). Tensors ``fn`` only receives are not counted. It sees what PyTorch
+    allocates, not the caching allocator's rounding, so on a GPU it is a lower bound of
+    :func:`measure_peak_memory_mb`.
+    """
+    from torch.utils._python_dispatch import TorchDispatchMode
+    from torch.utils._pytree import tree_flatten
+
+    class _Tracker(TorchDispatchMode):
+        def __init__(self):
+            super().__init__()
+            self.live: dict[int, tuple[int, list]] = {}
+            self.peak = 0
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            out = func(*args, **(kwargs or {}))
+            for ptr in [p for p, (_, refs) in self.live.items() if all(r() is None for r in refs)]:
+                del self.live[ptr]
+            seen = {x.untyped_storage().data_ptr() for x in tree_flatten((args, kwargs))[0] if isinstance(x, torch.Tensor)}
+            for t in tree_flatten(out)[0]:
+                if isinstance(t, torch.Tensor):
+                    st = t.untyped_storage()
+                    if st.data_ptr() in self.live:  # a view of a counted storage keeps it alive
+                        self.live[st.data_ptr()][1].append(weakref.ref(t))
+                    elif st.data_ptr() not in seen and st.nbytes() > 0:
+                        self.live[st.data_ptr()] = (st.nbytes(), [weakref.ref(t)])
+            self.peak = max(self.peak, sum(n for n, _ in self.live.values()))
+            return out
+
+    tracker = _Tracker()
+    with tracker:
+        fn()
+    return tracker.peak
 
 
 def copy_bandwidth_gbps(timer: Timer, nbytes: int = 2 ** 30) -> float | None:

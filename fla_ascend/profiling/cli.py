@@ -149,9 +149,9 @@ def run_op(args) -> int:
 
     mode = "fwdbwd" if args.backward else "fwd"
     try:
-        resolve_case(args.name, args.shapes, mode, args.provider)  # bad arguments first, before any device
+        shape = resolve_case(args.name, args.shapes, mode, args.provider)  # bad arguments first, before any device
         device = detect_device()
-        call, shape = op_call(args.name, args.shapes, mode, args.provider, args.dtype)
+        call, _ = op_call(args.name, shape, mode, args.provider, args.dtype)
     except (ValueError, NoDeviceError) as e:
         return _fail(str(e))
     run_dir = profile_op(call, warmup=args.warmup, active=args.active, out_dir=args.out, device=device,

@@ -9,7 +9,6 @@ from __future__ import annotations
 import importlib
 import math
 import sys
-import weakref
 
 import pytest
 import torch
@@ -17,7 +16,7 @@ import torch.nn.functional as F
 
 from fla_ascend.ops.utils import rel_rmse
 
-__all__ = ["make_inputs", "assert_close", "bf16_input_movement", "bf16_limits", "peak_live_bytes", "nan_empty",
+__all__ = ["make_inputs", "assert_close", "bf16_input_movement", "bf16_limits", "nan_empty",
            "NAN_FILLED_PACKAGES"]
 
 
@@ -129,7 +128,7 @@ MAX_RELAX = 3
 """The conditioning-based limit never exceeds this multiple of the issue's limit."""
 
 
-def bf16_input_movement(fn, x: dict) -> dict:
+def bf16_input_movement(fn, x: dict, base: dict | None = None) -> dict:
     """How much each fp32 reference output moves when the bfloat16 inputs move by up to one rounding.
 
     ``fn(x)`` returns ``{name: tensor}``. It is re-run on copies of ``x`` whose bf16 tensors are
@@ -141,10 +140,12 @@ def bf16_input_movement(fn, x: dict) -> dict:
     a relative limit of that size by (flash-linear-attention 0.6.0: dg 0.036 at B1 T1 HV1, ours
     0.035; H200, cases.md "Hopper findings").
 
+    ``base``: ``fn(x)`` when the caller has it already.
+
     Returns:
         ``{name: movement}``.
     """
-    base = fn(x)
+    base = fn(x) if base is None else base
     moved_most = dict.fromkeys(base, 0.0)
     for draw in range(NOISE_DRAWS):
         gen = torch.Generator().manual_seed(1000 + draw)
@@ -176,49 +177,10 @@ def bf16_limits(fn, x: dict, limits: dict) -> tuple[dict, dict]:
     out = dict(limits)
     few = [n for n in ref if ref[n].numel() < FEW_ELEMENTS]
     if few:
-        movement = bf16_input_movement(fn, x)
+        movement = bf16_input_movement(fn, x, ref)
         for n in few:
             out[n] = min(max(limits[n], 2 * movement[n]), MAX_RELAX * limits[n])
     return ref, out
-
-
-# --- peak memory on any device -----------------------------------------------------------------
-
-
-def peak_live_bytes(fn) -> int:
-    """Largest total size of the tensor storages that ``fn()`` allocated and still referenced at
-    any moment during the call (bytes), measured with a ``TorchDispatchMode``: every op output
-    on a new storage is counted until no tensor viewing that storage is alive. Works on the
-    CPU, where ``torch.cuda.max_memory_allocated`` has no equivalent; tensors that ``fn`` only
-    receives are not counted."""
-    from torch.utils._python_dispatch import TorchDispatchMode
-    from torch.utils._pytree import tree_flatten
-
-    class _Tracker(TorchDispatchMode):
-        def __init__(self):
-            super().__init__()
-            self.live: dict[int, tuple[int, list]] = {}
-            self.peak = 0
-
-        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-            out = func(*args, **(kwargs or {}))
-            for ptr in [p for p, (_, refs) in self.live.items() if all(r() is None for r in refs)]:
-                del self.live[ptr]
-            seen = {x.untyped_storage().data_ptr() for x in tree_flatten((args, kwargs))[0] if isinstance(x, torch.Tensor)}
-            for t in tree_flatten(out)[0]:
-                if isinstance(t, torch.Tensor):
-                    st = t.untyped_storage()
-                    if st.data_ptr() in self.live:  # a view of a counted storage keeps it alive
-                        self.live[st.data_ptr()][1].append(weakref.ref(t))
-                    elif st.data_ptr() not in seen and st.nbytes() > 0:  # views and in-place results are not new
-                        self.live[st.data_ptr()] = (st.nbytes(), [weakref.ref(t)])
-            self.peak = max(self.peak, sum(n for n, _ in self.live.values()))
-            return out
-
-    tracker = _Tracker()
-    with tracker:
-        fn()
-    return tracker.peak
 
 
 # --- NaN-filled allocations ------------------------------------------------------------------

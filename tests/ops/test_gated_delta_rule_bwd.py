@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 
 import pytest
 import torch
-from helpers import MAX_RELAX, assert_close, bf16_input_movement, bf16_limits, make_inputs, nan_empty, peak_live_bytes  # noqa: F401  (nan_empty is a fixture)
+from helpers import MAX_RELAX, assert_close, bf16_input_movement, bf16_limits, make_inputs, nan_empty  # noqa: F401  (nan_empty is a fixture)
 
 from fla_ascend import backend
 from fla_ascend.ops import chunk_gated_delta_rule
@@ -447,6 +447,7 @@ def test_backward_releases_intermediates(device):
     the dq/dk/dw stage's working set (9.3 units of T x HV x K fp32 here), not the sum of every
     intermediate (13.9 units when they were all held to the end)."""
     from fla_ascend.bench.suite import op_call
+    from fla_ascend.bench.timing import peak_live_bytes
 
     call, s = op_call("chunk_gated_delta_rule", "B=1,T=256,H=1,HV=2,K=64,V=64", "fwdbwd", dtype="float32")
     call()  # compile outside the measurement
