@@ -26,6 +26,7 @@ import torch
 from helpers import MAX_RELAX, assert_close, bf16_input_movement, bf16_limits, make_inputs, nan_empty  # noqa: F401  (nan_empty is a fixture)
 
 from fla_ascend import backend
+from fla_ascend.bench.timing import peak_live_bytes
 from fla_ascend.ops import chunk_gated_delta_rule
 from fla_ascend.ops.gated_delta_rule.chunk import chunk_gated_delta_rule_bwd
 from fla_ascend.ops.gated_delta_rule.reference import chunk_gated_delta_rule_ref, naive_recurrent_gated_delta_rule
@@ -447,7 +448,6 @@ def test_backward_releases_intermediates(device):
     the dq/dk/dw stage's working set (9.3 units of T x HV x K fp32 here), not the sum of every
     intermediate (13.9 units when they were all held to the end)."""
     from fla_ascend.bench.suite import op_call
-    from fla_ascend.bench.timing import peak_live_bytes
 
     call, s = op_call("chunk_gated_delta_rule", "B=1,T=256,H=1,HV=2,K=64,V=64", "fwdbwd", dtype="float32")
     call()  # compile outside the measurement
@@ -497,6 +497,30 @@ def test_chunk_bwd_fp16_input_precision_dots(case, device, nan_empty, monkeypatc
 
     monkeypatch.setattr(wy, "dot_precision", lambda stage, dtype: "input")
     check_case(case, torch.float16, device)
+
+
+def test_wy_operands_stored_in_input_dtype_are_exact(device, nan_empty, monkeypatch):
+    """Under the "input" WY dot precision, Ai and dw are stored in the input dtype
+    (wy.wy_bwd_operand_dtype): the WY backward casts them to it before every dot anyway, so the
+    gradients are bit-identical to storing them in fp32, with less memory. float16 stands in for
+    bf16 (the interpreter's bf16 dots are wrong)."""
+    from fla_ascend.ops.common import wy
+    from fla_ascend.ops.gated_delta_rule import chunk as chunk_mod
+
+    case = Case(1, 75, 2, 4, 64, 32, 32, h0=True, dht=True, gate="kernel", l2norm=True, varlen=(0, 30, 75))
+    monkeypatch.setattr(wy, "dot_precision", lambda stage, dtype: "input")
+    x = case.inputs(torch.float16, device)
+    do, dht = case.cotangents(x)
+    assert wy.wy_bwd_operand_dtype(torch.float16) == torch.float16
+    half = op_grads(case, x, do, dht)
+    peak_half = peak_live_bytes(lambda: op_grads(case, x, do, dht))
+    for mod in (wy, chunk_mod):
+        monkeypatch.setattr(mod, "wy_bwd_operand_dtype", lambda dtype: torch.float32)
+    full = op_grads(case, x, do, dht)
+    peak_full = peak_live_bytes(lambda: op_grads(case, x, do, dht))
+    for n in half:
+        assert torch.equal(half[n], full[n]), f"d{n} differs between fp16 and fp32 storage of Ai and dw"
+    assert peak_half < peak_full
 
 
 def test_bf16_limits_for_ill_conditioned_gradients():

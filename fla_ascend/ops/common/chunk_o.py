@@ -271,7 +271,7 @@ def _chunk_bwd_dqkwg_task(
     p_out = (t0 * HV + i_hv) * K + o_t[:, None] * (HV * K) + o_k[None, :]
     tl.store(dq + p_out, b_dq, mask=m_tk)
     tl.store(dk + p_out, b_dk, mask=m_tk)
-    tl.store(dw + p_out, -b_dw, mask=m_tk)
+    tl.store(dw + p_out, (-b_dw).to(dw.dtype.element_ty), mask=m_tk)
     tl.store(dg_parts + (tl.cast(i_k, tl.int64) * HV + i_hv) * TT + t0 + o_t, b_dG, mask=m_t)
 
 
@@ -305,12 +305,16 @@ def chunk_bwd_dqkwg(
     n_chunks: int,
     chunk_indices: torch.Tensor | None = None,
     cu_seqlens: torch.Tensor | None = None,
+    dw_dtype: torch.dtype = torch.float32,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     """Gradients through the output and the state update, per value head.
 
+    ``dw_dtype``: the dtype ``dw`` is stored in (its consumer's operand dtype,
+    :func:`fla_ascend.ops.common.wy.wy_bwd_operand_dtype`).
+
     Returns:
         ``(dq, dk, dw, dg_parts)``: ``dq``, ``dk`` ``[B, T, HV, K]`` fp32 (per value head, before the
-        GVA reduction; ``dk`` without the WY part), ``dw`` ``[B, T, HV, K]`` fp32, and
+        GVA reduction; ``dk`` without the WY part), ``dw`` ``[B, T, HV, K]`` in ``dw_dtype``, and
         ``dg_parts`` ``[NK + 1, HV, B * T]`` fp32 whose first ``NK`` rows hold this stage's
         per-K-block gradients of the in-chunk cumulative gate (the last row is for the WY stage).
     """
@@ -321,7 +325,7 @@ def chunk_bwd_dqkwg(
     NK = triton.cdiv(K, BK)
     dq = torch.empty(B, T, HV, K, dtype=torch.float32, device=q.device)
     dk = torch.empty_like(dq)
-    dw = torch.empty_like(dq)
+    dw = torch.empty(B, T, HV, K, dtype=dw_dtype, device=q.device)
     dg_parts = torch.empty(NK + 1, HV, B * T, dtype=torch.float32, device=q.device)
     n_tasks = n_chunks * HV * NK
     plan = task_plan(n_tasks, "cube")

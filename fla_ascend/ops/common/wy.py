@@ -66,6 +66,15 @@ def wy_dot(a, b, dt, DOT_PRECISION: tl.constexpr):
         return tl.dot(a, b, input_precision=DOT_PRECISION)
 
 
+def wy_bwd_operand_dtype(dtype: torch.dtype) -> torch.dtype:
+    """The dtype in which ``Ai`` and ``dw`` reach the WY backward's dots, and so the dtype they
+    are stored in: ``dtype`` (the op's input dtype) when that stage's dot precision is
+    ``"input"`` (:func:`fla_ascend.ops.common.tiles.dot_precision`: bf16 on CUDA), because
+    :func:`wy_dot` casts every operand to it before the dot and neither is used outside a dot
+    (the same bits at half the bytes); float32 otherwise."""
+    return dtype if dot_precision("wy_bwd", dtype) == "input" else torch.float32
+
+
 @triton.jit
 def wy_inverse(b_A, dt, BT: tl.constexpr, DOT_PRECISION: tl.constexpr):
     """``(I + A)^-1`` of a strictly lower-triangular ``[BT, BT]`` fp32 tile (BT in 16, 32, 64);
@@ -115,7 +124,7 @@ def _chunk_wy_fwd_task(
     b_Ai = wy_inverse(b_A, k.dtype.element_ty, BT, DOT_PRECISION)  # [BT, BT]
     if STORE_AI:
         p_Ai = Ai + (t0 * HV + i_hv) * BT + o_t[:, None] * (HV * BT) + o_t[None, :]
-        tl.store(p_Ai, b_Ai, mask=m_t[:, None])
+        tl.store(p_Ai, b_Ai.to(Ai.dtype.element_ty), mask=m_t[:, None])
 
     b_Ai_k = b_Ai.to(k.dtype.element_ty)
     b_kscale = b_beta * tl.exp(b_g)  # [BT]
@@ -171,7 +180,8 @@ def chunk_wy_fwd(
         g_cum, beta_t: ``[HV, B * T]`` float32 from :func:`chunk_gate_cumsum`.
         chunk_size: ``BT`` in {16, 32, 64}.
         n_chunks, chunk_indices, cu_seqlens: as in :func:`chunk_gate_cumsum`.
-        store_ai: also return ``Ai`` ``[B, T, HV, BT]`` float32 (row ``t`` of its chunk's inverse).
+        store_ai: also return ``Ai`` ``[B, T, HV, BT]`` (row ``t`` of its chunk's inverse) in
+            :func:`wy_bwd_operand_dtype`, for :func:`chunk_wy_bwd`.
 
     Returns:
         ``(w, u, Ai)``: ``w`` ``[B, T, HV, K]`` in k's dtype, ``u`` ``[B, T, HV, V]`` in v's dtype,
@@ -181,7 +191,7 @@ def chunk_wy_fwd(
     HV, V = v.shape[2], v.shape[3]
     w = torch.empty(B, T, HV, K, dtype=k.dtype, device=k.device)
     u = torch.empty(B, T, HV, V, dtype=v.dtype, device=v.device)
-    Ai = torch.empty(B, T, HV, chunk_size, dtype=torch.float32, device=k.device) if store_ai else None
+    Ai = torch.empty(B, T, HV, chunk_size, dtype=wy_bwd_operand_dtype(k.dtype), device=k.device) if store_ai else None
     s = npu_tiles(WY_FWD_TILES, chunk_size, k, {"BK": [128, 64, 32]}) or {}
     BK = min(s.get("BK", 64), dot_dim(K))
     BV = min(s.get("BK", 64), dot_dim(V))
@@ -239,7 +249,7 @@ def _chunk_wy_bwd_task(
         o_k = i_k * BK + tl.arange(0, BK)
         m_tk = m_t[:, None] & (o_k < K)[None, :]
         b_k = tl.load(k + k_base + o_t[:, None] * (H * K) + o_k[None, :], mask=m_tk, other=0.0)  # [BT, BK]
-        b_dw = tl.load(dw + d_base + o_t[:, None] * (HV * K) + o_k[None, :], mask=m_tk, other=0.0)  # [BT, BK] fp32
+        b_dw = tl.load(dw + d_base + o_t[:, None] * (HV * K) + o_k[None, :], mask=m_tk, other=0.0)  # [BT, BK]
         b_kf = b_k.to(tl.float32)
         b_dAi += wy_dot(b_dw + 0.0, tl.trans(b_kf * b_kscale[:, None]), dt, DOT_PRECISION)
         b_KK += tl.dot(b_k, tl.trans(b_k))
@@ -275,7 +285,7 @@ def _chunk_wy_bwd_task(
         m_tk = m_t[:, None] & (o_k < K)[None, :]
         b_k = tl.load(k + k_base + o_t[:, None] * (H * K) + o_k[None, :], mask=m_tk, other=0.0).to(tl.float32)
         p_d = d_base + o_t[:, None] * (HV * K) + o_k[None, :]
-        b_dw = tl.load(dw + p_d, mask=m_tk, other=0.0)  # [BT, BK] fp32
+        b_dw = tl.load(dw + p_d, mask=m_tk, other=0.0)  # [BT, BK]
         b_dk = tl.load(dk_in + p_d, mask=m_tk, other=0.0)
         b_dk += wy_dot(tl.trans(b_Ai), b_dw, dt, DOT_PRECISION) * b_kscale[:, None]
         b_dk += wy_dot(b_dKK + 0.0, b_k, dt, DOT_PRECISION)
@@ -324,7 +334,8 @@ def chunk_wy_bwd(
 
     Args:
         k: ``[B, T, H, K]``; v: ``[B, T, HV, V]``; g_cum, beta_t: ``[HV, B * T]`` fp32;
-        Ai: ``[B, T, HV, BT]`` fp32 from :func:`chunk_wy_fwd`; dw: ``[B, T, HV, K]`` fp32;
+        Ai: ``[B, T, HV, BT]`` from :func:`chunk_wy_fwd`; dw: ``[B, T, HV, K]``; both in
+        :func:`wy_bwd_operand_dtype` of k's dtype;
         du: ``[B, T, HV, V]`` fp32 (the gradient of ``v'``); dk_in: ``[B, T, HV, K]`` fp32, the
         other stages' dk, to which this stage's part is added in place; dg_parts:
         ``[NK + 1, HV, B * T]``, whose last row this stage writes.

@@ -14,7 +14,7 @@ from fla_ascend import backend
 from fla_ascend.ops.common.chunk_h import chunk_bwd_dh, chunk_fwd_h
 from fla_ascend.ops.common.chunk_o import chunk_bwd_dqkwg, chunk_bwd_dv_local, chunk_fwd_o
 from fla_ascend.ops.common.cumsum import chunk_gate_cumsum, chunk_gate_cumsum_bwd
-from fla_ascend.ops.common.wy import chunk_wy_bwd, chunk_wy_fwd
+from fla_ascend.ops.common.wy import chunk_wy_bwd, chunk_wy_fwd, wy_bwd_operand_dtype
 from fla_ascend.ops.gated_delta_rule.inputs import GatedDeltaRuleInputs, validate_inputs
 from fla_ascend.ops.utils import prepare_chunk_indices, prepare_chunk_offsets
 
@@ -82,7 +82,7 @@ def chunk_gated_delta_rule_bwd(
                                    initial_state is not None, cu_seqlens, chunk_offsets)
     del w, dv_local
     dq, dk, dw, dg_parts = chunk_bwd_dqkwg(q, k, v_new, h, dh, do, dv_new, g_cum, scale, chunk_size, n_chunks,
-                                           **idx)
+                                           **idx, dw_dtype=wy_bwd_operand_dtype(k.dtype))
     del h, v_new, dh
     dk, dv, dbeta_t = chunk_wy_bwd(k, v, g_cum, beta_t, Ai, dw, dv_new, dk, dg_parts, chunk_size, n_chunks, **idx)
     del Ai, dw, dv_new
