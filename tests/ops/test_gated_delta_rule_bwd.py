@@ -466,6 +466,52 @@ def test_deterministic(device, nan_empty):
         assert torch.equal(a[n], b[n]), f"{GRAD_NAME[n]} differs between two runs"
 
 
+@pytest.mark.parametrize("gva", [False, True])
+def test_backward_reuses_forward_wy_inverse(gva, device, nan_empty, monkeypatch):
+    """The backward takes the forward's stored WY inverse ``Ai`` instead of inverting ``A``
+    again: its gradients are bit-identical to a backward that recomputes ``Ai`` (the recomputed
+    ``w``, ``u`` read the same ``Ai`` bits), with and without GVA (without it dq and dk leave
+    their last stage in the input dtype, with it they pass the fp32 group sum)."""
+    from fla_ascend.ops.common import wy
+    from fla_ascend.ops.gated_delta_rule import chunk as chunk_mod
+
+    case = Case(1, 75, 2, 4 if gva else 2, 32, 32, 32, h0=True, dht=True, gate="kernel", varlen=(0, 30, 75))
+    x = case.inputs(torch.float16, device)
+    do, dht = case.cotangents(x)
+    modes = []
+    real_fwd = wy.chunk_wy_fwd
+
+    def spy(*args, **kw):
+        modes.append("load" if kw.get("Ai") is not None else "store" if kw.get("store_ai") else "none")
+        return real_fwd(*args, **kw)
+
+    monkeypatch.setattr(chunk_mod, "chunk_wy_fwd", spy)
+    saved = op_grads(case, x, do, dht)
+    assert modes == ["store", "load"], modes
+    real_bwd = chunk_mod.chunk_gated_delta_rule_bwd
+    monkeypatch.setattr(chunk_mod, "chunk_gated_delta_rule_bwd", lambda *a, Ai=None, **kw: real_bwd(*a, **kw))
+    modes.clear()
+    recomputed = op_grads(case, x, do, dht)
+    assert modes == ["store", "store"], modes
+    for n in saved:
+        assert saved[n].dtype == x[n].dtype, GRAD_NAME[n]
+        assert torch.equal(saved[n], recomputed[n]), f"{GRAD_NAME[n]} differs with the stored Ai"
+
+
+def test_forward_without_grad_stores_no_wy_inverse(device, monkeypatch):
+    """Inference (no_grad, or no input requiring grad) does not store ``Ai``."""
+    from fla_ascend.ops.gated_delta_rule import chunk as chunk_mod
+
+    stored = []
+    real = chunk_mod.chunk_wy_fwd
+    monkeypatch.setattr(chunk_mod, "chunk_wy_fwd", lambda *a, **kw: stored.append(kw["store_ai"]) or real(*a, **kw))
+    x = make_inputs(1, 20, 1, 1, 16, 16, torch.float32, device)
+    with torch.no_grad():
+        chunk_gated_delta_rule(**x)
+    chunk_gated_delta_rule(**{k: (t.detach() if isinstance(t, torch.Tensor) else t) for k, t in x.items()})
+    assert stored == [False, False]
+
+
 def test_grad_dtypes_fp16(device, nan_empty):
     """float16 q, k, v, g, beta: each gradient has its input's dtype; dh0 (of the float32 state)
     is float32, as are dA_log and ddt_bias. Checked on the raw backward too, since autograd

@@ -269,7 +269,7 @@ def _chunk_bwd_dqkwg_task(
     # miscompiled on Hopper by Triton 3.4 to 3.7.0 (wrong dk; flash-linear-attention issue 640)
     b_dk += tl.trans(tl.dot(tl.trans(b_q), b_dSg.to(b_q.dtype)))
     p_out = (t0 * HV + i_hv) * K + o_t[:, None] * (HV * K) + o_k[None, :]
-    tl.store(dq + p_out, b_dq, mask=m_tk)
+    tl.store(dq + p_out, b_dq.to(dq.dtype.element_ty), mask=m_tk)
     tl.store(dk + p_out, b_dk, mask=m_tk)
     tl.store(dw + p_out, (-b_dw).to(dw.dtype.element_ty), mask=m_tk)
     tl.store(dg_parts + (tl.cast(i_k, tl.int64) * HV + i_hv) * TT + t0 + o_t, b_dG, mask=m_t)
@@ -306,15 +306,18 @@ def chunk_bwd_dqkwg(
     chunk_indices: torch.Tensor | None = None,
     cu_seqlens: torch.Tensor | None = None,
     dw_dtype: torch.dtype = torch.float32,
+    dq_dtype: torch.dtype = torch.float32,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     """Gradients through the output and the state update, per value head.
 
     ``dw_dtype``: the dtype ``dw`` is stored in (its consumer's operand dtype,
-    :func:`fla_ascend.ops.common.wy.wy_bwd_operand_dtype`).
+    :func:`fla_ascend.ops.common.wy.wy_bwd_operand_dtype`). ``dq_dtype``: the dtype ``dq`` is
+    stored in (fp32 while a GVA group sum follows; else the input dtype, the final ``dq``).
 
     Returns:
-        ``(dq, dk, dw, dg_parts)``: ``dq``, ``dk`` ``[B, T, HV, K]`` fp32 (per value head, before the
-        GVA reduction; ``dk`` without the WY part), ``dw`` ``[B, T, HV, K]`` in ``dw_dtype``, and
+        ``(dq, dk, dw, dg_parts)``: ``dq`` ``[B, T, HV, K]`` in ``dq_dtype`` and ``dk``
+        ``[B, T, HV, K]`` fp32 (per value head, before the GVA reduction; ``dk`` without the WY
+        part), ``dw`` ``[B, T, HV, K]`` in ``dw_dtype``, and
         ``dg_parts`` ``[NK + 1, HV, B * T]`` fp32 whose first ``NK`` rows hold this stage's
         per-K-block gradients of the in-chunk cumulative gate (the last row is for the WY stage).
     """
@@ -323,8 +326,8 @@ def chunk_bwd_dqkwg(
     s = npu_tiles(BWD_DQKWG_TILES, chunk_size, q, {"BK": [64, 32, 16], "BV": [64, 32, 16]}) or {"BK": 64, "BV": 64}
     BK = min(s["BK"], dot_dim(K))
     NK = triton.cdiv(K, BK)
-    dq = torch.empty(B, T, HV, K, dtype=torch.float32, device=q.device)
-    dk = torch.empty_like(dq)
+    dq = torch.empty(B, T, HV, K, dtype=dq_dtype, device=q.device)
+    dk = torch.empty(B, T, HV, K, dtype=torch.float32, device=q.device)
     dw = torch.empty(B, T, HV, K, dtype=dw_dtype, device=q.device)
     dg_parts = torch.empty(NK + 1, HV, B * T, dtype=torch.float32, device=q.device)
     n_tasks = n_chunks * HV * NK

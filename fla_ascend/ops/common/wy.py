@@ -99,7 +99,7 @@ def _chunk_wy_fwd_task(
     i_task, k, v, g_cum, beta_t, w, u, Ai, chunk_indices, cu_seqlens, T, NT, TT,
     H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr,
     BT: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr,
-    DOT_PRECISION: tl.constexpr, STORE_AI: tl.constexpr, IS_VARLEN: tl.constexpr,
+    DOT_PRECISION: tl.constexpr, AI_MODE: tl.constexpr, IS_VARLEN: tl.constexpr,
 ):
     i_c = i_task // HV
     i_hv = i_task % HV
@@ -113,18 +113,23 @@ def _chunk_wy_fwd_task(
     b_beta = tl.load(beta_t + p_gate, mask=m_t, other=0.0)  # [BT]
 
     k_base = k + (t0 * H + i_h) * K
-    b_A = tl.zeros([BT, BT], dtype=tl.float32)
-    for i_k in range(tl.cdiv(K, BK)):
-        o_k = i_k * BK + tl.arange(0, BK)
-        b_k = tl.load(k_base + o_t[:, None] * (H * K) + o_k[None, :],
-                      mask=m_t[:, None] & (o_k < K)[None, :], other=0.0)  # [BT, BK]
-        b_A += tl.dot(b_k, tl.trans(b_k))
-    m_lower = (o_t[:, None] > o_t[None, :]) & m_t[:, None]  # rows past the sequence end would overflow exp
-    b_A = tl.where(m_lower, b_A * b_beta[:, None] * tl.exp(tl.where(m_lower, b_g[:, None] - b_g[None, :], 0.0)), 0.0)
-    b_Ai = wy_inverse(b_A, k.dtype.element_ty, BT, DOT_PRECISION)  # [BT, BT]
-    if STORE_AI:
+    if AI_MODE == "load":
         p_Ai = Ai + (t0 * HV + i_hv) * BT + o_t[:, None] * (HV * BT) + o_t[None, :]
-        tl.store(p_Ai, b_Ai.to(Ai.dtype.element_ty), mask=m_t[:, None])
+        b_Ai = tl.load(p_Ai, mask=m_t[:, None], other=0.0).to(tl.float32)  # [BT, BT]
+    else:
+        b_A = tl.zeros([BT, BT], dtype=tl.float32)
+        for i_k in range(tl.cdiv(K, BK)):
+            o_k = i_k * BK + tl.arange(0, BK)
+            b_k = tl.load(k_base + o_t[:, None] * (H * K) + o_k[None, :],
+                          mask=m_t[:, None] & (o_k < K)[None, :], other=0.0)  # [BT, BK]
+            b_A += tl.dot(b_k, tl.trans(b_k))
+        m_lower = (o_t[:, None] > o_t[None, :]) & m_t[:, None]  # rows past the sequence end would overflow exp
+        b_A = tl.where(m_lower, b_A * b_beta[:, None] * tl.exp(tl.where(m_lower, b_g[:, None] - b_g[None, :], 0.0)),
+                       0.0)
+        b_Ai = wy_inverse(b_A, k.dtype.element_ty, BT, DOT_PRECISION)  # [BT, BT]
+        if AI_MODE == "store":
+            p_Ai = Ai + (t0 * HV + i_hv) * BT + o_t[:, None] * (HV * BT) + o_t[None, :]
+            tl.store(p_Ai, b_Ai.to(Ai.dtype.element_ty), mask=m_t[:, None])
 
     b_Ai_k = b_Ai.to(k.dtype.element_ty)
     b_kscale = b_beta * tl.exp(b_g)  # [BT]
@@ -151,15 +156,15 @@ def chunk_wy_fwd_kernel(
     k, v, g_cum, beta_t, w, u, Ai, chunk_indices, cu_seqlens, T, NT, TT, n_tasks, n_programs,
     H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr,
     BT: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr,
-    DOT_PRECISION: tl.constexpr, STORE_AI: tl.constexpr, IS_VARLEN: tl.constexpr, TASK_LOOP: tl.constexpr,
+    DOT_PRECISION: tl.constexpr, AI_MODE: tl.constexpr, IS_VARLEN: tl.constexpr, TASK_LOOP: tl.constexpr,
 ):
     if TASK_LOOP:
         for i_task in tl.range(tl.program_id(0), n_tasks, n_programs):
             _chunk_wy_fwd_task(i_task, k, v, g_cum, beta_t, w, u, Ai, chunk_indices, cu_seqlens, T, NT, TT,
-                               H, HV, K, V, BT, BK, BV, DOT_PRECISION, STORE_AI, IS_VARLEN)
+                               H, HV, K, V, BT, BK, BV, DOT_PRECISION, AI_MODE, IS_VARLEN)
     else:
         _chunk_wy_fwd_task(tl.program_id(0), k, v, g_cum, beta_t, w, u, Ai, chunk_indices, cu_seqlens, T, NT, TT,
-                           H, HV, K, V, BT, BK, BV, DOT_PRECISION, STORE_AI, IS_VARLEN)
+                           H, HV, K, V, BT, BK, BV, DOT_PRECISION, AI_MODE, IS_VARLEN)
 
 
 def chunk_wy_fwd(
@@ -172,6 +177,7 @@ def chunk_wy_fwd(
     chunk_indices: torch.Tensor | None = None,
     cu_seqlens: torch.Tensor | None = None,
     store_ai: bool = False,
+    Ai: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
     """WY representation ``w``, ``u`` (and optionally ``Ai = (I + A)^-1``) of every chunk.
 
@@ -181,25 +187,37 @@ def chunk_wy_fwd(
         chunk_size: ``BT`` in {16, 32, 64}.
         n_chunks, chunk_indices, cu_seqlens: as in :func:`chunk_gate_cumsum`.
         store_ai: also return ``Ai`` ``[B, T, HV, BT]`` (row ``t`` of its chunk's inverse) in
-            :func:`wy_bwd_operand_dtype`, for :func:`chunk_wy_bwd`.
+            :func:`wy_bwd_operand_dtype`, for :func:`chunk_wy_bwd` (and for a later call with
+            ``Ai``).
+        Ai: an ``Ai`` stored by an earlier call on the same inputs: ``w`` and ``u`` are then
+            computed from it, without forming ``A`` and its inverse again (the backward's
+            recompute; the same bits as the earlier call's ``w``, ``u``, because that call's
+            dots read ``Ai`` in the same operand dtype).
 
     Returns:
         ``(w, u, Ai)``: ``w`` ``[B, T, HV, K]`` in k's dtype, ``u`` ``[B, T, HV, V]`` in v's dtype,
-        ``Ai`` or ``None``.
+        ``Ai`` (stored or given) or ``None``.
+
+    Raises:
+        ValueError: both ``store_ai`` and ``Ai``.
     """
     B, T, H, K = k.shape
     HV, V = v.shape[2], v.shape[3]
+    if store_ai and Ai is not None:
+        raise ValueError("chunk_wy_fwd: store_ai=True computes Ai; pass either store_ai or Ai, not both")
+    ai_mode = "load" if Ai is not None else "store" if store_ai else "none"
     w = torch.empty(B, T, HV, K, dtype=k.dtype, device=k.device)
     u = torch.empty(B, T, HV, V, dtype=v.dtype, device=v.device)
-    Ai = torch.empty(B, T, HV, chunk_size, dtype=wy_bwd_operand_dtype(k.dtype), device=k.device) if store_ai else None
+    if store_ai:
+        Ai = torch.empty(B, T, HV, chunk_size, dtype=wy_bwd_operand_dtype(k.dtype), device=k.device)
     s = npu_tiles(WY_FWD_TILES, chunk_size, k, {"BK": [128, 64, 32]}) or {}
     BK = min(s.get("BK", 64), dot_dim(K))
     BV = min(s.get("BK", 64), dot_dim(V))
     if not s:
         # Off the NPU the u slab is never narrower than the w slab: on the H200 (Triton 3.6)
         # BK = 64 with BV = 32 (K >= 100, V = 32, BT = 64) faulted with an illegal address inside
-        # this kernel, while every BV >= BK case of the GPU tier passed (cases.md). Not yet
-        # re-run on the H200 with this rule (device time).
+        # this kernel, or, with Ai loaded, computed a wrong u; every BV >= BK case is right
+        # (cases.md, Hopper findings).
         BV = max(BV, BK)
     plan = task_plan(n_chunks * HV, "cube")
     chunk_wy_fwd_kernel[plan.grid](
@@ -208,7 +226,7 @@ def chunk_wy_fwd(
         T=T, NT=triton.cdiv(T, chunk_size), TT=B * T, n_tasks=n_chunks * HV, n_programs=plan.n_programs,
         H=H, HV=HV, K=K, V=V, BT=chunk_size,
         BK=BK, BV=BV,
-        DOT_PRECISION=dot_precision("wy_fwd", k.dtype), STORE_AI=store_ai, IS_VARLEN=cu_seqlens is not None,
+        DOT_PRECISION=dot_precision("wy_fwd", k.dtype), AI_MODE=ai_mode, IS_VARLEN=cu_seqlens is not None,
         TASK_LOOP=plan.task_loop,
         **stage_launch("wy_fwd", s.get("multibuffer")),
     )
@@ -291,7 +309,7 @@ def _chunk_wy_bwd_task(
         b_dk += wy_dot(b_dKK + 0.0, b_k, dt, DOT_PRECISION)
         # (dKK^T k) as (k^T dKK)^T: never tl.trans a dot result into a dot (Hopper miscompile, chunk_o.py)
         b_dk += tl.trans(wy_dot(tl.trans(b_k), b_dKK, dt, DOT_PRECISION))
-        tl.store(dk + p_d, b_dk, mask=m_tk)
+        tl.store(dk + p_d, b_dk.to(dk.dtype.element_ty), mask=m_tk)
     tl.store(dbeta_t + p_gate, b_dbeta, mask=m_t)
     tl.store(dg_parts + (NK_PARTS * HV + i_hv) * TT + t0 + o_t, b_dG, mask=m_t)
 
@@ -329,6 +347,7 @@ def chunk_wy_bwd(
     n_chunks: int,
     chunk_indices: torch.Tensor | None = None,
     cu_seqlens: torch.Tensor | None = None,
+    dk_dtype: torch.dtype = torch.float32,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Gradients through the WY representation (``w``, ``u`` and ``Ai = (I + A)^-1``).
 
@@ -337,19 +356,26 @@ def chunk_wy_bwd(
         Ai: ``[B, T, HV, BT]`` from :func:`chunk_wy_fwd`; dw: ``[B, T, HV, K]``; both in
         :func:`wy_bwd_operand_dtype` of k's dtype;
         du: ``[B, T, HV, V]`` fp32 (the gradient of ``v'``); dk_in: ``[B, T, HV, K]`` fp32, the
-        other stages' dk, to which this stage's part is added in place; dg_parts:
+        other stages' dk, to which this stage's part is added; dg_parts:
         ``[NK + 1, HV, B * T]``, whose last row this stage writes.
+        dk_dtype: the dtype of the returned ``dk``: float32 writes the sum in place into
+        ``dk_in``; another dtype (the input dtype, when no GVA sum follows) writes it to a new
+        tensor.
 
     Returns:
-        ``(dk, dv, dbeta_t)``: ``dk`` is ``dk_in`` (``[B, T, HV, K]`` fp32, per value head), ``dv``
+        ``(dk, dv, dbeta_t)``: ``dk`` ``[B, T, HV, K]`` in ``dk_dtype`` (per value head), ``dv``
         in v's dtype, ``dbeta_t`` ``[HV, B * T]`` fp32.
     """
     B, T, H, K = k.shape
     HV, V = v.shape[2], v.shape[3]
-    dk = dk_in  # each element is read, then written once by the same program: safe in place
+    # in place: each element is read, then written once by the same program
+    dk = dk_in if dk_dtype == dk_in.dtype else torch.empty_like(dk_in, dtype=dk_dtype)
     dv = torch.empty_like(v)
     dbeta_t = torch.empty_like(beta_t)
-    s = npu_tiles(WY_BWD_TILES, chunk_size, k, {"BK": [64, 32, 16], "BV": [64, 32, 16]}) or {"BK": 64, "BV": 64}
+    s = npu_tiles(WY_BWD_TILES, chunk_size, k, {"BK": [64, 32, 16], "BV": [64, 32, 16]})
+    BK, BV = min((s or {}).get("BK", 64), dot_dim(K)), min((s or {}).get("BV", 64), dot_dim(V))
+    if s is None:
+        BV = max(BV, BK)  # off the NPU, as in chunk_wy_fwd: BV < BK is miscompiled on Hopper (cases.md)
     plan = task_plan(n_chunks * HV, "cube")
     chunk_wy_bwd_kernel[plan.grid](
         k=k, v=v, g_cum=g_cum, beta_t=beta_t, Ai=Ai, dw=dw, du=du, dk_in=dk_in, dk=dk, dv=dv, dbeta_t=dbeta_t,
@@ -357,8 +383,8 @@ def chunk_wy_bwd(
         T=T, NT=triton.cdiv(T, chunk_size), TT=B * T, NK_PARTS=dg_parts.shape[0] - 1,
         n_tasks=n_chunks * HV, n_programs=plan.n_programs,
         H=H, HV=HV, K=K, V=V, BT=chunk_size,
-        BK=min(s["BK"], dot_dim(K)), BV=min(s["BV"], dot_dim(V)),
+        BK=BK, BV=BV,
         DOT_PRECISION=dot_precision("wy_bwd", k.dtype), IS_VARLEN=cu_seqlens is not None, TASK_LOOP=plan.task_loop,
-        **stage_launch("wy_bwd", s.get("multibuffer")),
+        **stage_launch("wy_bwd", (s or {}).get("multibuffer")),
     )
     return dk, dv, dbeta_t

@@ -42,24 +42,28 @@ def chunk_gated_delta_rule_fwd(
     A_log: torch.Tensor | None,
     dt_bias: torch.Tensor | None,
     chunk_size: int,
+    store_ai: bool = False,
 ):
-    """Compose the forward stages on validated, contiguous inputs. Returns ``(o, final_state)``."""
+    """Compose the forward stages on validated, contiguous inputs. Returns ``(o, final_state, Ai)``:
+    ``Ai`` (the WY inverse of every chunk, :func:`chunk_wy_fwd`) when ``store_ai``, else None; the
+    backward reuses it instead of forming and inverting ``A`` again."""
     N, n_chunks, chunk_indices, chunk_offsets = _chunking(q.shape[0], q.shape[1], cu_seqlens, chunk_size)
     g_cum, beta_t = chunk_gate_cumsum(g, beta, chunk_size, n_chunks, chunk_indices, cu_seqlens, A_log, dt_bias)
-    w, u, _ = chunk_wy_fwd(k, v, g_cum, beta_t, chunk_size, n_chunks, chunk_indices, cu_seqlens)
+    w, u, Ai = chunk_wy_fwd(k, v, g_cum, beta_t, chunk_size, n_chunks, chunk_indices, cu_seqlens, store_ai=store_ai)
     h, v_new, final_state = chunk_fwd_h(
         k, w, u, g_cum, chunk_size, n_chunks, N, initial_state, output_final_state, cu_seqlens, chunk_offsets
     )
     del w, u  # each intermediate is released once its last stage has run (peak memory, cases.md)
     o = chunk_fwd_o(q, k, v_new, h, g_cum, scale, chunk_size, n_chunks, chunk_indices, cu_seqlens)
-    return o, final_state
+    return o, final_state, Ai
 
 
 def chunk_gated_delta_rule_bwd(
-    q, k, v, g, beta, scale, initial_state, cu_seqlens, A_log, dt_bias, chunk_size, do, dht,
+    q, k, v, g, beta, scale, initial_state, cu_seqlens, A_log, dt_bias, chunk_size, do, dht, Ai=None,
 ):
-    """Gradients of every input. Saves nothing from the forward but its inputs: ``w``, ``u``,
-    ``Ai``, the chunk states ``h`` and ``v'`` are recomputed (see cases.md for the measured
+    """Gradients of every input. From the forward it takes its inputs and ``Ai`` (the WY
+    inverse, stored by :func:`chunk_gated_delta_rule_fwd`; recomputed when None); ``w``, ``u``,
+    the chunk states ``h`` and ``v'`` are recomputed (see cases.md for the measured
     memory/time trade-off).
 
     Returns ``(dq, dk, dv, dg, dbeta, dh0, dA_log, ddt_bias)``; ``dh0`` is None without
@@ -70,7 +74,7 @@ def chunk_gated_delta_rule_bwd(
     N, n_chunks, chunk_indices, chunk_offsets = _chunking(B, T, cu_seqlens, chunk_size)
     idx = dict(chunk_indices=chunk_indices, cu_seqlens=cu_seqlens)
     g_cum, beta_t = chunk_gate_cumsum(g, beta, chunk_size, n_chunks, chunk_indices, cu_seqlens, A_log, dt_bias)
-    w, u, Ai = chunk_wy_fwd(k, v, g_cum, beta_t, chunk_size, n_chunks, **idx, store_ai=True)
+    w, u, Ai = chunk_wy_fwd(k, v, g_cum, beta_t, chunk_size, n_chunks, **idx, store_ai=Ai is None, Ai=Ai)
     h, v_new, _ = chunk_fwd_h(k, w, u, g_cum, chunk_size, n_chunks, N, initial_state, False, cu_seqlens,
                               chunk_offsets)
     # each intermediate is released once its last stage has run: the peak is then the dq/dk/dw
@@ -81,38 +85,44 @@ def chunk_gated_delta_rule_bwd(
     dh, dv_new, dh0 = chunk_bwd_dh(q, k, w, g_cum, do, dv_local, scale, chunk_size, n_chunks, N, dht,
                                    initial_state is not None, cu_seqlens, chunk_offsets)
     del w, dv_local
+    # Without GVA dq and dk leave their last stage in the input dtype; with it they stay fp32
+    # per value head until the group sum below.
+    gva = HV != H
     dq, dk, dw, dg_parts = chunk_bwd_dqkwg(q, k, v_new, h, dh, do, dv_new, g_cum, scale, chunk_size, n_chunks,
-                                           **idx, dw_dtype=wy_bwd_operand_dtype(k.dtype))
+                                           **idx, dw_dtype=wy_bwd_operand_dtype(k.dtype),
+                                           dq_dtype=torch.float32 if gva else q.dtype)
     del h, v_new, dh
-    dk, dv, dbeta_t = chunk_wy_bwd(k, v, g_cum, beta_t, Ai, dw, dv_new, dk, dg_parts, chunk_size, n_chunks, **idx)
+    dk, dv, dbeta_t = chunk_wy_bwd(k, v, g_cum, beta_t, Ai, dw, dv_new, dk, dg_parts, chunk_size, n_chunks, **idx,
+                                   dk_dtype=torch.float32 if gva else k.dtype)
     del Ai, dw, dv_new
     dg, dbeta, dA_log, ddt_bias = chunk_gate_cumsum_bwd(g, beta, dg_parts, dbeta_t, chunk_size, n_chunks,
                                                         **idx, A_log=A_log, dt_bias=dt_bias)
-    # GVA: value heads of one group share q/k: reduce their gradients in a fixed order
-    dq = dq.view(B, T, H, HV // H, K).sum(3).to(q.dtype)
-    dk = dk.view(B, T, H, HV // H, K).sum(3).to(k.dtype)
+    if gva:  # value heads of one group share q/k: reduce their gradients in a fixed order
+        dq = dq.view(B, T, H, HV // H, K).sum(3).to(q.dtype)
+        dk = dk.view(B, T, H, HV // H, K).sum(3).to(k.dtype)
     return dq, dk, dv, dg, dbeta, dh0, dA_log, ddt_bias
 
 
 class ChunkGatedDeltaRuleFunction(torch.autograd.Function):
     @staticmethod
     def forward(ctx, q, k, v, g, beta, scale, initial_state, output_final_state, cu_seqlens, A_log, dt_bias,
-                chunk_size):
-        o, final_state = chunk_gated_delta_rule_fwd(
-            q, k, v, g, beta, scale, initial_state, output_final_state, cu_seqlens, A_log, dt_bias, chunk_size
+                chunk_size, grad_needed):
+        o, final_state, Ai = chunk_gated_delta_rule_fwd(
+            q, k, v, g, beta, scale, initial_state, output_final_state, cu_seqlens, A_log, dt_bias, chunk_size,
+            store_ai=grad_needed,
         )
-        ctx.save_for_backward(q, k, v, g, beta, initial_state, cu_seqlens, A_log, dt_bias)
+        ctx.save_for_backward(q, k, v, g, beta, initial_state, cu_seqlens, A_log, dt_bias, Ai)
         ctx.scale, ctx.chunk_size = scale, chunk_size
         return o, final_state
 
     @staticmethod
     def backward(ctx, do, dht):
-        q, k, v, g, beta, initial_state, cu_seqlens, A_log, dt_bias = ctx.saved_tensors
+        q, k, v, g, beta, initial_state, cu_seqlens, A_log, dt_bias, Ai = ctx.saved_tensors
         dq, dk, dv, dg, dbeta, dh0, dA_log, ddt_bias = chunk_gated_delta_rule_bwd(
             q, k, v, g, beta, ctx.scale, initial_state, cu_seqlens, A_log, dt_bias, ctx.chunk_size,
-            do.contiguous(), None if dht is None else dht.contiguous(),
+            do.contiguous(), None if dht is None else dht.contiguous(), Ai=Ai,
         )
-        return dq, dk, dv, dg, dbeta, None, dh0, None, None, dA_log, ddt_bias, None
+        return dq, dk, dv, dg, dbeta, None, dh0, None, None, dA_log, ddt_bias, None, None
 
 
 def chunk_gated_delta_rule(
@@ -181,7 +191,11 @@ def chunk_gated_delta_rule(
         from fla_ascend.ops.norm import l2norm
 
         x.q, x.k = l2norm(x.q), l2norm(x.k)
+    # the WY inverse is kept for the backward only when one can follow
+    grad_needed = torch.is_grad_enabled() and any(
+        t is not None and t.requires_grad for t in (x.q, x.k, x.v, x.g, x.beta, x.initial_state, x.A_log, x.dt_bias)
+    )
     return ChunkGatedDeltaRuleFunction.apply(
         x.q, x.k, x.v, x.g, x.beta, x.scale, x.initial_state, output_final_state, x.cu_seqlens,
-        x.A_log, x.dt_bias, chunk_size,
+        x.A_log, x.dt_bias, chunk_size, grad_needed,
     )
