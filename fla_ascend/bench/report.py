@@ -140,7 +140,8 @@ def write_markdown(artifact: dict, path: str | Path) -> Path:
 
 
 def write_plot(artifact: dict, path: str | Path) -> Path:
-    """One PNG: per (op, mode), the time of each provider per shape (log scale, top row) and the
+    """One PNG: per (op, mode), the time of each provider per shape (top row; log scale when the
+    times span more than 10x, else linear from zero, so that bar heights compare) and the
     achieved fraction of the measured copy bandwidth and bf16 matmul peak (bottom row; a note
     when the peaks were not measured, e.g. on CPU). Untimed cases are absent. Returns the path.
     """
@@ -163,11 +164,14 @@ def write_plot(artifact: dict, path: str | Path) -> Path:
         x = np.arange(len(shapes))
         width = 0.8 / max(1, len(provs))
         ax, axf = axes[0][col], axes[1][col]
+        times = []
         for i, p in enumerate(provs):
             ms = [next((r["ms"] for r in rows if r["shape"] == s and r["provider"] == p and r["ms"]), np.nan)
                   for s in shapes]
+            times += [t for t in ms if t == t]
             ax.bar(x + i * width, ms, width, label=p)
-        ax.set_yscale("log")
+        if times and max(times) > 10 * min(times):
+            ax.set_yscale("log")
         ax.set_title(f"{op} {mode}", fontsize=9)
         ax.set_ylabel("ms (median, lower is better)")
         ax.set_xticks(x + 0.4 - width / 2, shapes, rotation=20, ha="right", fontsize=7)
