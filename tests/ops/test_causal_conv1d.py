@@ -189,25 +189,25 @@ def test_conv_long(device):
 def test_conv_bad_input(device):
     x = torch.randn(2, 5, 16, device=device)
     w = torch.randn(16, 4, device=device)
-    with pytest.raises(ValueError, match=r"weight must have shape \[D=16"):
+    with pytest.raises(ValueError, match=r"^causal_conv1d: weight must have shape \[D=16"):
         causal_conv1d(x, torch.randn(8, 4, device=device))
-    with pytest.raises(ValueError, match="W=4"):
+    with pytest.raises(ValueError, match="^causal_conv1d: .*W=4"):
         causal_conv1d(x, w, initial_state=torch.randn(2, 16, 3, device=device))
-    with pytest.raises(ValueError, match="activation must be one of"):
+    with pytest.raises(ValueError, match="^causal_conv1d: activation must be one of"):
         causal_conv1d(x, w, activation="relu")
-    with pytest.raises(ValueError, match="B must be 1"):
+    with pytest.raises(ValueError, match="^causal_conv1d: .*B must be 1"):
         causal_conv1d(x, w, cu_seqlens=torch.tensor([0, 5], dtype=torch.int32, device=device))
-    with pytest.raises(TypeError, match="x must have dtype"):
+    with pytest.raises(TypeError, match="^causal_conv1d: x must have dtype"):
         causal_conv1d(x.to(torch.int32), w)
-    with pytest.raises(ValueError, match="bias must have shape"):
+    with pytest.raises(ValueError, match="^causal_conv1d: bias must have shape"):
         causal_conv1d(x, w, bias=torch.randn(15, device=device))
-    with pytest.raises(ValueError, match="x must have shape"):
+    with pytest.raises(ValueError, match="^causal_conv1d: x must have shape"):
         causal_conv1d(x[0], w)
-    with pytest.raises(ValueError, match="cache's width"):
+    with pytest.raises(ValueError, match="^causal_conv1d_update: cache's width"):
         causal_conv1d_update(x[:, 0], torch.randn(2, 16, 3, device=device), weight=w)
-    with pytest.raises(ValueError, match="cache must have shape"):
+    with pytest.raises(ValueError, match="^causal_conv1d_update: cache must have shape"):
         causal_conv1d_update(x[:, 0], torch.randn(2, 8, 4, device=device), weight=w)
-    with pytest.raises(TypeError, match="unexpected keyword"):
+    with pytest.raises(TypeError, match="^causal_conv1d: unexpected keyword"):
         causal_conv1d(x, w, bogus=1)
 
 

@@ -57,13 +57,13 @@ def test_l2norm_gpu_bf16(shape, device):
 
 
 def test_l2norm_bad_input(device):
-    with pytest.raises(TypeError, match="x must have dtype"):
+    with pytest.raises(TypeError, match="^l2norm: x must have dtype"):
         l2norm(torch.ones(2, 4, dtype=torch.int32, device=device))
-    with pytest.raises(ValueError, match="last dimension D"):
+    with pytest.raises(ValueError, match="^l2norm: x.s last dimension D"):
         l2norm(torch.ones(2, 8193, device=device))
-    with pytest.raises(ValueError, match="eps must be >= 0"):
+    with pytest.raises(ValueError, match="^l2norm: eps must be >= 0"):
         l2norm(torch.ones(2, 4, device=device), eps=-1.0)
-    with pytest.raises(TypeError, match="eps must be a float"):
+    with pytest.raises(TypeError, match="^l2norm: eps must be a float"):
         l2norm(torch.ones(2, 4, device=device), eps="1")
 
 
@@ -127,13 +127,18 @@ def test_rms_norm_gated_gpu_bf16(device):
 
 def test_rms_norm_gated_bad_input(device):
     x = torch.randn(3, 16, device=device)
-    with pytest.raises(ValueError, match="activation must be one of"):
+    with pytest.raises(ValueError, match="^rms_norm_gated: activation must be one of"):
         rms_norm_gated(x, x, None, activation="relu")
-    with pytest.raises(ValueError, match="g must have x's shape"):
+    with pytest.raises(ValueError, match="^rms_norm_gated: g must have x's shape"):
         rms_norm_gated(x, x[:2], None)
-    with pytest.raises(ValueError, match="weight must have shape"):
+    with pytest.raises(ValueError, match="^rms_norm_gated: weight must have shape"):
         rms_norm_gated(x, x, torch.ones(15, device=device))
-    with pytest.raises(TypeError, match="x must have dtype"):
+    with pytest.raises(TypeError, match="^rms_norm_gated: x must have dtype"):
         rms_norm_gated(x.long(), None, None)
+    # eps: the same rule and exception types as l2norm's
+    with pytest.raises(TypeError, match="^rms_norm_gated: eps must be a float, got str"):
+        rms_norm_gated(x, x, None, eps="1e-5")
+    with pytest.raises(ValueError, match="^rms_norm_gated: eps must be >= 0, got -1.0"):
+        rms_norm_gated(x, x, None, eps=-1.0)
     with pytest.raises(ValueError, match="activation must be one of"):
         FusedRMSNormGated(16, activation="gelu")

@@ -38,7 +38,7 @@ import triton.language as tl
 from fla_ascend import backend
 from fla_ascend.backend import launch_options
 from fla_ascend.ops.utils.index import prepare_chunk_indices
-from fla_ascend.ops.utils.validation import check_cu_seqlens, check_same_device, check_tensor
+from fla_ascend.ops.utils.validation import check_cu_seqlens, check_same_device, check_tensor, op_errors
 from fla_ascend.tiling import check_int32_offsets, task_plan
 
 ACTIVATIONS = (None, "silu", "swish")
@@ -569,40 +569,41 @@ def causal_conv1d(
     Returns:
         ``(y, final_state)``: ``y`` ``[B, T, D]`` contiguous in ``x.dtype``; ``final_state`` or ``None``.
 
-    Raises:
+    Raises (messages start with ``causal_conv1d:``):
         TypeError: non-tensor or non-float arguments, unknown keyword arguments.
         ValueError: wrong shapes, ``D`` or ``W`` mismatches between ``x``, ``weight``, ``bias``,
             ``residual`` and ``initial_state``, unknown activation, invalid ``cu_seqlens`` (including
             ``B != 1``), tensors on several devices, or more than 2**31 - 1 elements.
     """
-    unknown = set(kwargs) - {"backend", "cu_seqlens_cpu", "chunk_indices"}
-    if unknown:
-        raise TypeError(f"causal_conv1d got unexpected keyword arguments {sorted(unknown)}")
-    check_tensor("x", x)
-    if x.dim() != 3:
-        raise ValueError(f"x must have shape [B, T, D], got {tuple(x.shape)}")
-    B, T, D = x.shape
-    weight, W = _check_weight(weight, D)
-    activation = _check_activation(activation)
-    if bias is not None:
-        check_tensor("bias", bias, shape=(D,))
-    if residual is not None:
-        check_tensor("residual", residual, shape=(B, T, D))
-        residual = residual.contiguous()
-    if cu_seqlens is not None:
-        check_cu_seqlens(cu_seqlens, B, T)
-    N = cu_seqlens.numel() - 1 if cu_seqlens is not None else B
-    if initial_state is not None:
-        check_tensor("initial_state", initial_state)
-        if initial_state.dim() != 3 or initial_state.shape[:2] != (N, D):
-            raise ValueError(f"initial_state must have shape [N={N}, D={D}, W={W}], got {tuple(initial_state.shape)}")
-        if initial_state.shape[2] != W:
-            raise ValueError(f"initial_state's width must equal weight's W={W}, got {initial_state.shape[2]}")
-    if not isinstance(output_final_state, bool):
-        raise TypeError(f"output_final_state must be a bool, got {type(output_final_state).__name__}")
-    check_same_device(x=x, weight=weight, bias=bias, residual=residual, initial_state=initial_state,
-                      cu_seqlens=cu_seqlens)
-    check_int32_offsets("x", B * T * D)
+    with op_errors("causal_conv1d"):
+        unknown = set(kwargs) - {"backend", "cu_seqlens_cpu", "chunk_indices"}
+        if unknown:
+            raise TypeError(f"unexpected keyword arguments {sorted(unknown)}")
+        check_tensor("x", x)
+        if x.dim() != 3:
+            raise ValueError(f"x must have shape [B, T, D], got {tuple(x.shape)}")
+        B, T, D = x.shape
+        weight, W = _check_weight(weight, D)
+        activation = _check_activation(activation)
+        if bias is not None:
+            check_tensor("bias", bias, shape=(D,))
+        if residual is not None:
+            check_tensor("residual", residual, shape=(B, T, D))
+            residual = residual.contiguous()
+        if cu_seqlens is not None:
+            check_cu_seqlens(cu_seqlens, B, T)
+        N = cu_seqlens.numel() - 1 if cu_seqlens is not None else B
+        if initial_state is not None:
+            check_tensor("initial_state", initial_state)
+            if initial_state.dim() != 3 or initial_state.shape[:2] != (N, D):
+                raise ValueError(f"initial_state must have shape [N={N}, D={D}, W={W}], got {tuple(initial_state.shape)}")
+            if initial_state.shape[2] != W:
+                raise ValueError(f"initial_state's width must equal weight's W={W}, got {initial_state.shape[2]}")
+        if not isinstance(output_final_state, bool):
+            raise TypeError(f"output_final_state must be a bool, got {type(output_final_state).__name__}")
+        check_same_device(x=x, weight=weight, bias=bias, residual=residual, initial_state=initial_state,
+                          cu_seqlens=cu_seqlens)
+        check_int32_offsets("x", B * T * D)
     if x.stride(-1) != 1:
         x = x.contiguous()
     return CausalConv1dFunction.apply(x, weight, bias, residual, initial_state, output_final_state, activation,
@@ -633,40 +634,41 @@ def causal_conv1d_update(
     Returns:
         ``(y, cache)``: ``y`` with ``x``'s shape and dtype; the same ``cache`` object, updated.
 
-    Raises:
+    Raises (messages start with ``causal_conv1d_update:``):
         TypeError: non-float tensors, or ``weight`` missing.
         ValueError: shape / ``D`` / ``W`` mismatches, non-contiguous cache, unknown activation.
     """
-    check_tensor("x", x)
-    shape = x.shape
-    if x.dim() == 3 and (x.shape[0] == 1 or x.shape[1] == 1):
-        x2 = x.reshape(-1, x.shape[-1]) if x.shape[1] == 1 else x[0]
-    elif x.dim() == 2:
-        x2 = x
-    else:
-        raise ValueError(f"x must have shape [N, D], [N, 1, D] or [1, N, D], got {tuple(shape)}")
-    if x2.stride(-1) != 1:
-        x2 = x2.contiguous()
-    N, D = x2.shape
-    if weight is None:
-        raise TypeError("causal_conv1d_update needs weight [D, W]; got None")
-    weight, W = _check_weight(weight, D)
-    activation = _check_activation(activation)
-    check_tensor("cache", cache)
-    if cache.dim() != 3 or cache.shape[:2] != (N, D):
-        raise ValueError(f"cache must have shape [N={N}, D={D}, W={W}], got {tuple(cache.shape)}")
-    if cache.shape[2] != W:
-        raise ValueError(f"cache's width must equal weight's W={W}, got {cache.shape[2]}")
-    if not cache.is_contiguous():
-        raise ValueError("cache must be contiguous (it is updated in place)")
-    if bias is not None:
-        check_tensor("bias", bias, shape=(D,))
-    if residual is not None:
-        check_tensor("residual", residual)
-        if residual.numel() != N * D:
-            raise ValueError(f"residual must have x's shape {tuple(shape)}, got {tuple(residual.shape)}")
-        residual = residual.reshape(N, D).contiguous()
-    check_same_device(x=x, cache=cache, weight=weight, bias=bias, residual=residual)
+    with op_errors("causal_conv1d_update"):
+        check_tensor("x", x)
+        shape = x.shape
+        if x.dim() == 3 and (x.shape[0] == 1 or x.shape[1] == 1):
+            x2 = x.reshape(-1, x.shape[-1]) if x.shape[1] == 1 else x[0]
+        elif x.dim() == 2:
+            x2 = x
+        else:
+            raise ValueError(f"x must have shape [N, D], [N, 1, D] or [1, N, D], got {tuple(shape)}")
+        if x2.stride(-1) != 1:
+            x2 = x2.contiguous()
+        N, D = x2.shape
+        if weight is None:
+            raise TypeError("weight [D, W] is required; got None")
+        weight, W = _check_weight(weight, D)
+        activation = _check_activation(activation)
+        check_tensor("cache", cache)
+        if cache.dim() != 3 or cache.shape[:2] != (N, D):
+            raise ValueError(f"cache must have shape [N={N}, D={D}, W={W}], got {tuple(cache.shape)}")
+        if cache.shape[2] != W:
+            raise ValueError(f"cache's width must equal weight's W={W}, got {cache.shape[2]}")
+        if not cache.is_contiguous():
+            raise ValueError("cache must be contiguous (it is updated in place)")
+        if bias is not None:
+            check_tensor("bias", bias, shape=(D,))
+        if residual is not None:
+            check_tensor("residual", residual)
+            if residual.numel() != N * D:
+                raise ValueError(f"residual must have x's shape {tuple(shape)}, got {tuple(residual.shape)}")
+            residual = residual.reshape(N, D).contiguous()
+        check_same_device(x=x, cache=cache, weight=weight, bias=bias, residual=residual)
     weight = weight.contiguous()
     BD = min(128, triton.next_power_of_2(D))
     ND = triton.cdiv(D, BD)

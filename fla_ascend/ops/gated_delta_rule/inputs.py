@@ -5,7 +5,7 @@ from dataclasses import dataclass
 
 import torch
 
-from fla_ascend.ops.utils import FLOAT_DTYPES, check_cu_seqlens, check_same_device, check_tensor
+from fla_ascend.ops.utils import FLOAT_DTYPES, check_cu_seqlens, check_same_device, check_tensor, op_errors
 
 MAX_HEAD_DIM = 256
 """Largest K and V: the state recurrence keeps a whole ``[K, BV]`` state slice on chip."""
@@ -35,7 +35,7 @@ def validate_inputs(
         TypeError, ValueError: see :func:`fla_ascend.ops.chunk_gated_delta_rule`; messages start
             with ``op`` and name the argument, the expected and the actual value.
     """
-    try:
+    with op_errors(op):
         check_tensor("q", q, (None, None, None, None))
         B, T, H, K = q.shape
         check_tensor("k", k, (B, T, H, K), dtypes=(q.dtype,))
@@ -71,8 +71,6 @@ def validate_inputs(
             scale = K ** -0.5
         elif not isinstance(scale, (int, float)):
             raise TypeError(f"scale must be a float, got {type(scale).__name__}")
-    except (TypeError, ValueError) as e:
-        raise type(e)(f"{op}: {e}") from None
 
     def c(x):
         return None if x is None else x.contiguous()

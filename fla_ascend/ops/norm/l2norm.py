@@ -13,7 +13,7 @@ import triton
 import triton.language as tl
 
 from fla_ascend.backend import launch_options
-from fla_ascend.ops.utils.validation import check_tensor
+from fla_ascend.ops.utils.validation import check_eps, check_tensor, op_errors
 from fla_ascend.tiling import check_int32_offsets, task_plan
 
 MAX_D = 8192
@@ -149,22 +149,20 @@ def l2norm(x: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
     Returns:
         ``y`` with the shape and dtype of ``x`` (computed in float32).
 
-    Raises:
+    Raises (messages start with ``l2norm:``):
         TypeError: ``x`` not a float tensor, or ``eps`` not a number.
         ValueError: ``x`` has no dimension, ``D`` is 0 or above 8192, ``eps`` negative, or ``x``
             has 2**31 elements or more.
     """
-    check_tensor("x", x)
-    if x.dim() == 0:
-        raise ValueError("x must have at least 1 dimension [..., D], got a 0-dim tensor")
-    D = x.shape[-1]
-    if not 1 <= D <= MAX_D:
-        raise ValueError(f"x's last dimension D must be in [1, {MAX_D}], got {D}")
-    if isinstance(eps, bool) or not isinstance(eps, (int, float)):
-        raise TypeError(f"eps must be a float, got {type(eps).__name__}")
-    if eps < 0:
-        raise ValueError(f"eps must be >= 0, got {eps}")
-    check_int32_offsets("x", x.numel())
+    with op_errors("l2norm"):
+        check_tensor("x", x)
+        if x.dim() == 0:
+            raise ValueError("x must have at least 1 dimension [..., D], got a 0-dim tensor")
+        D = x.shape[-1]
+        if not 1 <= D <= MAX_D:
+            raise ValueError(f"x's last dimension D must be in [1, {MAX_D}], got {D}")
+        eps = check_eps(eps)
+        check_int32_offsets("x", x.numel())
     if x.numel() == 0:
         return x.clone()
-    return L2NormFunction.apply(x, float(eps))
+    return L2NormFunction.apply(x, eps)

@@ -14,7 +14,7 @@ import triton.language as tl
 
 from fla_ascend.backend import launch_options
 from fla_ascend.ops.norm.l2norm import MAX_D, row_block
-from fla_ascend.ops.utils.validation import check_same_device, check_tensor
+from fla_ascend.ops.utils.validation import check_eps, check_same_device, check_tensor, op_errors
 from fla_ascend.tiling import check_int32_offsets, task_plan
 
 GATE_ACTIVATIONS = ("swish", "silu", "sigmoid")
@@ -222,37 +222,37 @@ def rms_norm_gated(
     Returns:
         ``y`` with ``x``'s shape and dtype.
 
-    Raises:
-        TypeError: non-tensor / non-float inputs.
+    Raises (messages start with ``rms_norm_gated:``):
+        TypeError: non-tensor / non-float inputs, or ``eps`` not a number.
         ValueError: unknown activation, shape mismatches (``g`` vs ``x``, ``weight``/``bias`` vs ``D``),
             ``D`` out of range, negative ``eps``, tensors on several devices.
         NotImplementedError: ``residual`` / ``prenorm`` / ``residual_in_fp32`` set.
     """
     if residual is not None or prenorm or residual_in_fp32:
         raise NotImplementedError("rms_norm_gated: residual / prenorm / residual_in_fp32 are not supported")
-    if activation not in GATE_ACTIVATIONS:
-        raise ValueError(f"activation must be one of {GATE_ACTIVATIONS}, got {activation!r}")
-    check_tensor("x", x)
-    if x.dim() == 0:
-        raise ValueError("x must have at least 1 dimension [..., D], got a 0-dim tensor")
-    D = x.shape[-1]
-    if not 1 <= D <= MAX_D:
-        raise ValueError(f"x's last dimension D must be in [1, {MAX_D}], got {D}")
-    if g is not None:
-        check_tensor("g", g)
-        if g.shape != x.shape:
-            raise ValueError(f"g must have x's shape {tuple(x.shape)}, got {tuple(g.shape)}")
-    if weight is not None:
-        check_tensor("weight", weight, shape=(D,))
-    if bias is not None:
-        check_tensor("bias", bias, shape=(D,))
-    if isinstance(eps, bool) or not isinstance(eps, (int, float)) or eps < 0:
-        raise ValueError(f"eps must be a float >= 0, got {eps!r}")
-    check_same_device(x=x, g=g, weight=weight, bias=bias)
-    check_int32_offsets("x", x.numel())
+    with op_errors("rms_norm_gated"):
+        if activation not in GATE_ACTIVATIONS:
+            raise ValueError(f"activation must be one of {GATE_ACTIVATIONS}, got {activation!r}")
+        check_tensor("x", x)
+        if x.dim() == 0:
+            raise ValueError("x must have at least 1 dimension [..., D], got a 0-dim tensor")
+        D = x.shape[-1]
+        if not 1 <= D <= MAX_D:
+            raise ValueError(f"x's last dimension D must be in [1, {MAX_D}], got {D}")
+        if g is not None:
+            check_tensor("g", g)
+            if g.shape != x.shape:
+                raise ValueError(f"g must have x's shape {tuple(x.shape)}, got {tuple(g.shape)}")
+        if weight is not None:
+            check_tensor("weight", weight, shape=(D,))
+        if bias is not None:
+            check_tensor("bias", bias, shape=(D,))
+        eps = check_eps(eps)
+        check_same_device(x=x, g=g, weight=weight, bias=bias)
+        check_int32_offsets("x", x.numel())
     if x.numel() == 0:
         return x.clone()
-    return RMSNormGatedFunction.apply(x, g, weight, bias, float(eps), activation != "sigmoid")
+    return RMSNormGatedFunction.apply(x, g, weight, bias, eps, activation != "sigmoid")
 
 
 class FusedRMSNormGated(nn.Module):

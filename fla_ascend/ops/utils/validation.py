@@ -1,11 +1,36 @@
 """Input validation shared by the ops: every error names the argument, expected and actual value."""
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+import contextlib
+from collections.abc import Iterable, Iterator, Sequence
 
 import torch
 
 FLOAT_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
+
+
+@contextlib.contextmanager
+def op_errors(op: str) -> Iterator[None]:
+    """Around an op's argument checks: a ``TypeError`` or ``ValueError`` raised inside is raised
+    again, same type, with the message prefixed by the op's name (``"l2norm: eps must be ..."``)."""
+    try:
+        yield
+    except (TypeError, ValueError) as e:
+        raise type(e)(f"{op}: {e}") from None
+
+
+def check_eps(eps: object) -> float:
+    """``eps`` of a norm: a real number ``>= 0``, returned as a float.
+
+    Raises:
+        TypeError: not an int or float (a bool is refused too).
+        ValueError: negative (or NaN).
+    """
+    if isinstance(eps, bool) or not isinstance(eps, (int, float)):
+        raise TypeError(f"eps must be a float, got {type(eps).__name__}")
+    if not eps >= 0:
+        raise ValueError(f"eps must be >= 0, got {eps}")
+    return float(eps)
 
 
 def check_tensor(
