@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 
 # (module, what it adds); each module defines register(subparsers) -> None
@@ -28,7 +29,15 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    return int(args.func(args) or 0)
+    try:
+        status = int(args.func(args) or 0)
+        sys.stdout.flush()  # inside the try: a closed pipe surfaces here, not at interpreter exit
+        return status
+    except BrokenPipeError:
+        # the reader of our output went away (`fla-ascend ... | head`): stop quietly, like a
+        # Unix tool; stdout goes to devnull so the interpreter's final flush cannot fail again
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141  # 128 + SIGPIPE, the shell's status for a writer killed by a closed pipe
 
 
 if __name__ == "__main__":

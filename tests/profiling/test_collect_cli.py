@@ -120,6 +120,20 @@ def test_cli_analyze_json_and_msprof_op(tmp_path, capsys):
     assert any(r["flagged"] for r in js["imbalance"])
 
 
+def test_cli_closed_pipe_is_quiet():
+    """`fla-ascend profile analyze DIR --json | head`: when the reader closes the pipe, the command
+    stops with status 141 (128 + SIGPIPE) and no traceback."""
+    import subprocess
+    import sys
+
+    p = subprocess.Popen([sys.executable, "-m", "fla_ascend.cli", "profile", "analyze", str(SAMPLES / "base"), "--json"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    p.stdout.close()  # the reader is gone before the first write
+    err = p.stderr.read().decode()
+    assert p.wait(timeout=120) == 141, err
+    assert "Traceback" not in err and "BrokenPipeError" not in err, err
+
+
 @pytest.mark.gpu
 def test_profile_op_collects_on_device(tmp_path):
     import torch
