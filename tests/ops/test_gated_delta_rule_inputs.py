@@ -122,6 +122,14 @@ def test_cu_seqlens_not_a_tensor(op, device):
 
 
 @pytest.mark.parametrize("op", OPS)
+def test_cu_seqlens_on_meta_device(op, device):
+    """A meta cu_seqlens is named as such (its values are needed on the host), not a copy error."""
+    x = _varlen(device)
+    cu = torch.empty(3, dtype=torch.int32, device="meta")
+    expect(ValueError, op, _with(x, cu_seqlens=cu), "cu_seqlens", "meta device")
+
+
+@pytest.mark.parametrize("op", OPS)
 def test_cu_seqlens_not_starting_at_zero(op, device):
     x = _varlen(device)
     cu = torch.tensor([1, 5, T], dtype=torch.int32, device=device)

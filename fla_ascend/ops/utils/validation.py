@@ -88,8 +88,8 @@ def check_cu_seqlens(cu_seqlens: object, B: int, T: int) -> torch.Tensor:
 
     Raises:
         TypeError: not a tensor or not an integer dtype.
-        ValueError: ``B != 1``, not 1-D, fewer than 2 entries, first entry not 0, decreasing,
-            or last entry not ``T``.
+        ValueError: ``B != 1``, not 1-D, fewer than 2 entries, on the meta device, first entry
+            not 0, decreasing, or last entry not ``T``.
     """
     if not isinstance(cu_seqlens, torch.Tensor):
         raise TypeError(f"cu_seqlens must be a torch.Tensor, got {type(cu_seqlens).__name__}")
@@ -99,6 +99,9 @@ def check_cu_seqlens(cu_seqlens: object, B: int, T: int) -> torch.Tensor:
         raise ValueError(f"with cu_seqlens the batch size B must be 1 (sequences packed along T), got B={B}")
     if cu_seqlens.dim() != 1 or cu_seqlens.numel() < 2:
         raise ValueError(f"cu_seqlens must be 1-D with N+1 >= 2 entries, got shape {tuple(cu_seqlens.shape)}")
+    if cu_seqlens.is_meta:
+        raise ValueError("cu_seqlens must hold values (its boundaries are read on the host), got a tensor on the "
+                         "meta device")
     host = cu_seqlens.detach().cpu()
     if int(host[0]) != 0:
         raise ValueError(f"cu_seqlens must start at 0, got {int(host[0])}")
