@@ -36,7 +36,7 @@ from fla_ascend.ops.common import tiles  # noqa: E402
 from fla_ascend.ops.common.chunk_h import chunk_bwd_dh, chunk_fwd_h  # noqa: E402
 from fla_ascend.ops.common.chunk_o import chunk_bwd_dqkwg, chunk_bwd_dv_local, chunk_fwd_o  # noqa: E402
 from fla_ascend.ops.common.cumsum import chunk_gate_cumsum  # noqa: E402
-from fla_ascend.ops.common.wy import chunk_wy_bwd, chunk_wy_fwd  # noqa: E402
+from fla_ascend.ops.common.wy import chunk_wy_bwd, chunk_wy_fwd, wy_bwd_operand_dtype  # noqa: E402
 from fla_ascend.ops.gated_delta_rule.reference import chunk_gated_delta_rule_ref  # noqa: E402
 from fla_ascend.ops.utils import rel_rmse  # noqa: E402
 
@@ -96,10 +96,19 @@ def stage_fns(shape):
     do = torch.randn_like(v)
     dv_local = chunk_bwd_dv_local(q, k, g_cum, do, scale, BT, n)
     dh, dv_new, _ = chunk_bwd_dh(q, k, w, g_cum, do, dv_local, scale, BT, n, B, None, False)
-    dq, dk, dw, dg_parts = chunk_bwd_dqkwg(q, k, v_new, h, dh, do, dv_new, g_cum, scale, BT, n)
+    # the dtypes chunk_gated_delta_rule_bwd uses (HV == H here unless the shape says otherwise)
+    gva = HV != H
+    dq, dk, dw, dg_parts = chunk_bwd_dqkwg(q, k, v_new, h, dh, do, dv_new, g_cum, scale, BT, n,
+                                           dw_dtype=wy_bwd_operand_dtype(k.dtype),
+                                           dq_dtype=torch.float32 if gva else q.dtype)
+    dk_dtype = torch.float32 if gva else k.dtype
     return {
-        "wy_fwd": lambda: chunk_wy_fwd(k, v, g_cum, beta_t, BT, n),
-        "wy_bwd": lambda: chunk_wy_bwd(k, v, g_cum, beta_t, Ai, dw, dv_new, dk, dg_parts, BT, n),
+        # a training step runs the WY forward twice: storing Ai (forward), loading it (backward)
+        "wy_fwd": lambda: (chunk_wy_fwd(k, v, g_cum, beta_t, BT, n, store_ai=True),
+                           chunk_wy_fwd(k, v, g_cum, beta_t, BT, n, Ai=Ai)),
+        # dk_in is a copy per call: the fp32 path accumulates into it in place
+        "wy_bwd": lambda: chunk_wy_bwd(k, v, g_cum, beta_t, Ai, dw, dv_new, dk.clone(), dg_parts, BT, n,
+                                       dk_dtype=dk_dtype),
         "chunk_h": lambda: (chunk_fwd_h(k, w, u, g_cum, BT, n, B),
                             chunk_bwd_dh(q, k, w, g_cum, do, dv_local, scale, BT, n, B, None, False)),
         "chunk_o": lambda: (chunk_fwd_o(q, k, v_new, h, g_cum, scale, BT, n),

@@ -198,3 +198,20 @@ def test_conv_tile_ab_script(tmp_path):
     art = json.loads((tmp_path / "conv_tiles.json").read_text())["16x32w2"]
     assert art["results"] and all(r["correct"] for r in art["results"])
     assert mod.main(["--variants", "3x4w4", "--out", str(tmp_path)]) == 2
+
+
+def test_wy_slab_ab_script(capsys, monkeypatch):
+    """benchmarks/ab_wy_slabs.py: under the interpreter every slab pair reproduces the default
+    launch's w and u (the faults it looks for are Hopper's, not the algorithm's)."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[2] / "benchmarks" / "ab_wy_slabs.py"
+    spec = importlib.util.spec_from_file_location("ab_wy_slabs", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    monkeypatch.setattr(mod, "SHAPES", [(70, 1, 1, 64, 32)])
+    mod.main()
+    line = capsys.readouterr().out.strip()
+    assert line.startswith("T70 H1 HV1 K64 V32:") and "l64x32:ok" in line and "ERR" not in line, line
+    assert "s64x32" not in line  # store mode with BV < BK is never launched (it faults on Hopper)

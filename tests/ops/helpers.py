@@ -126,12 +126,13 @@ FEW_ELEMENTS = 64
 """Outputs with fewer elements are a handful of sums; only they get a conditioning-based limit."""
 MAX_RELAX = 3
 """The conditioning-based limit never exceeds this multiple of the issue's limit."""
-FEW_FLOOR = 4 * 2.0 ** -9
-"""The least limit of an output of fewer than :data:`FEW_ELEMENTS` elements: four bf16
-roundings (unit roundoff ``2^-9``) of the value itself: its inputs and the bf16 intermediates
-(``w``, ``u``, ``v'``) it is computed from. One element has no average to hide a rounding in:
-the final state of one 17-token sequence at K = V = 1 measured 0.0051 on the H200 against
-0.005, with a reference movement below 0.0025."""
+FEW_FLOOR = 2 * 2.0 ** -8
+"""The least limit of an output of fewer than :data:`FEW_ELEMENTS` elements: two bf16 roundings
+at their worst (unit roundoff ``2^-8``), for the bf16 intermediates (``w``, ``u``, ``v'``) the
+value is computed from, which the input perturbation of :func:`bf16_input_movement` does not
+see. One element has no average to hide a rounding in: the final state of one 17-token
+sequence at K = V = 1 measured 0.0051 on the H200 against 0.005, with a reference movement
+below 0.0025."""
 
 
 def bf16_input_movement(fn, x: dict, base: dict | None = None) -> dict:

@@ -256,6 +256,9 @@ DENSE = [
 ]
 BIG_HEAD = [Case(1, 70, 1, 1, 256, 256, 64, gate="kernel", l2norm=True)]
 """K = V = 256, the largest head dims (whole [K, BV] state slice on chip)."""
+SMALL_HEAD = [Case(1, 70, 1, 1, 16, 16, 64, gate="kernel", l2norm=True), Case(1, 40, 1, 2, 1, 1, 64, dht=False)]
+"""K, V <= 16 at chunk 64: the WY stages' slabs are padded to 32 off the NPU (16 x 16 faulted on
+the H200 in an A/B; cases.md, Hopper findings)."""
 # Varlen (B = 1, sequences packed along T). The last three hold empty sequences and sequences
 # shorter than one chunk: the empty ones' dh0 is dht (or zero without it).
 VARLEN = [
@@ -300,7 +303,7 @@ def test_case_table_is_pairwise():
 # --- CPU tier: the op's gradients vs autograd through the reference ---------------------------
 
 
-@pytest.mark.parametrize("case", _params(DENSE + BIG_HEAD + VARLEN))
+@pytest.mark.parametrize("case", _params(DENSE + BIG_HEAD + SMALL_HEAD + VARLEN))
 def test_chunk_bwd_fp32(case, device, nan_empty):
     check_case(case, torch.float32, device)
 
@@ -466,8 +469,9 @@ def test_deterministic(device, nan_empty):
         assert torch.equal(a[n], b[n]), f"{GRAD_NAME[n]} differs between two runs"
 
 
+@pytest.mark.parametrize("dtype", [torch.float16, pytest.param(torch.bfloat16, marks=pytest.mark.gpu)], ids=str)
 @pytest.mark.parametrize("gva", [False, True])
-def test_backward_reuses_forward_wy_inverse(gva, device, nan_empty, monkeypatch):
+def test_backward_reuses_forward_wy_inverse(gva, dtype, device, nan_empty, monkeypatch):
     """The backward takes the forward's stored WY inverse ``Ai`` instead of inverting ``A``
     again: its gradients are bit-identical to a backward that recomputes ``Ai`` (the recomputed
     ``w``, ``u`` read the same ``Ai`` bits), with and without GVA (without it dq and dk leave
@@ -476,7 +480,7 @@ def test_backward_reuses_forward_wy_inverse(gva, device, nan_empty, monkeypatch)
     from fla_ascend.ops.gated_delta_rule import chunk as chunk_mod
 
     case = Case(1, 75, 2, 4 if gva else 2, 32, 32, 32, h0=True, dht=True, gate="kernel", varlen=(0, 30, 75))
-    x = case.inputs(torch.float16, device)
+    x = case.inputs(dtype, device)  # bf16 (GPU tier): the production path, Ai stored in bf16 on CUDA
     do, dht = case.cotangents(x)
     modes = []
     real_fwd = wy.chunk_wy_fwd
@@ -498,18 +502,52 @@ def test_backward_reuses_forward_wy_inverse(gva, device, nan_empty, monkeypatch)
         assert torch.equal(saved[n], recomputed[n]), f"{GRAD_NAME[n]} differs with the stored Ai"
 
 
-def test_forward_without_grad_stores_no_wy_inverse(device, monkeypatch):
-    """Inference (no_grad, or no input requiring grad) does not store ``Ai``."""
+def test_forward_stores_wy_inverse_only_when_a_backward_can_follow(device, monkeypatch):
+    """Inference (no_grad, or no input requiring grad) does not store ``Ai``; any one input that
+    requires grad (here only the initial state, or only A_log) does."""
     from fla_ascend.ops.gated_delta_rule import chunk as chunk_mod
 
     stored = []
     real = chunk_mod.chunk_wy_fwd
     monkeypatch.setattr(chunk_mod, "chunk_wy_fwd", lambda *a, **kw: stored.append(kw["store_ai"]) or real(*a, **kw))
-    x = make_inputs(1, 20, 1, 1, 16, 16, torch.float32, device)
+    x = make_inputs(1, 20, 1, 1, 16, 16, torch.float32, device, gate_in_kernel=True)
+    detached = {k: (t.detach() if isinstance(t, torch.Tensor) else t) for k, t in x.items()}
     with torch.no_grad():
         chunk_gated_delta_rule(**x)
-    chunk_gated_delta_rule(**{k: (t.detach() if isinstance(t, torch.Tensor) else t) for k, t in x.items()})
+    chunk_gated_delta_rule(**detached)
     assert stored == [False, False]
+    for name in ("initial_state", "A_log"):
+        stored.clear()
+        one = {**detached, name: detached[name].clone().requires_grad_()}
+        o, _ = chunk_gated_delta_rule(**one)
+        o.sum().backward()
+        assert stored == [True, False], (name, stored)  # stored by the forward, loaded by the backward
+        assert one[name].grad is not None and one[name].grad.isfinite().all()
+
+
+def test_double_backward_raises(device):
+    """The backward is made of kernels: differentiating it again raises instead of returning a
+    gradient that silently misses the second-order terms."""
+    x = make_inputs(1, 20, 1, 1, 16, 16, torch.float32, device)
+    x["q"].requires_grad_()
+    o, _ = chunk_gated_delta_rule(**x)
+    (dq,) = torch.autograd.grad((o ** 2).sum(), [x["q"]], create_graph=True)  # do = 2 o needs grad itself
+    with pytest.raises(RuntimeError, match="once_differentiable"):
+        dq.sum().backward()
+
+
+def test_stored_wy_inverse_is_checked(device):
+    """``chunk_wy_fwd`` refuses an ``Ai`` from another chunk size (it would read out of bounds)."""
+    from fla_ascend.ops.common.wy import chunk_wy_fwd
+    from fla_ascend.ops.common.cumsum import chunk_gate_cumsum
+
+    x = make_inputs(1, 64, 1, 1, 16, 16, torch.float32, device)
+    g_cum, beta_t = chunk_gate_cumsum(x["g"], x["beta"], 32, 2)
+    _, _, ai = chunk_wy_fwd(x["k"], x["v"], g_cum, beta_t, 32, 2, store_ai=True)
+    with pytest.raises(ValueError, match=r"Ai must be a contiguous \[1, 64, 1, 64\] tensor"):
+        chunk_wy_fwd(x["k"], x["v"], g_cum, beta_t, 64, 1, Ai=ai)
+    with pytest.raises(ValueError, match="either store_ai or Ai"):
+        chunk_wy_fwd(x["k"], x["v"], g_cum, beta_t, 32, 2, store_ai=True, Ai=ai)
 
 
 def test_grad_dtypes_fp16(device, nan_empty):
@@ -603,7 +641,7 @@ def test_no_initial_state_no_gate_grads(device, nan_empty):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("case", _params(DENSE + BIG_HEAD + VARLEN, with_marks=False))
+@pytest.mark.parametrize("case", _params(DENSE + BIG_HEAD + SMALL_HEAD + VARLEN, with_marks=False))
 def test_chunk_bwd_gpu_bf16(case, device, nan_empty):
     check_case(case, torch.bfloat16, device)
 

@@ -284,7 +284,7 @@ def test_bf16_limits_for_few_elements():
     """The bf16 GPU tier's limits, checked on the CPU (they use only the fp32 reference). The
     output of one 17-token sequence at K = V = 1 moves by 0.006 when its bf16 inputs move by half
     an ulp, more than the 0.005 limit (the H200 measured 0.0083); it gets a limit from that,
-    capped. Its one-element final state (0.0051 on the H200) gets at least four bf16 roundings.
+    capped. Its one-element final state (0.0051 on the H200) gets at least two bf16 roundings.
     A case with more than a few outputs keeps the limit exactly."""
     x = EDGE[0].inputs(torch.bfloat16, "cpu")
     ref, limits = _expected(EDGE[0], x)

@@ -34,3 +34,13 @@ def test_dot_precision_interpreter_on_cuda_host(monkeypatch):
     monkeypatch.setattr(tiles.backend, "is_interpreter", lambda: True)
     monkeypatch.setitem(tiles.CUDA_LAUNCH, "wy_bwd", {**tiles.CUDA_LAUNCH["wy_bwd"], "precision": "input"})
     assert tiles.dot_precision("wy_bwd", torch.bfloat16) == "ieee"
+
+
+@pytest.mark.parametrize("bk, bv, want", [(64, 32, (64, 64)), (16, 16, (32, 32)), (32, 16, (32, 32)),
+                                          (64, 64, (64, 64)), (64, 128, (64, 128)), (16, 64, (32, 64))])
+def test_wy_slabs_off_the_npu(bk, bv, want):
+    """The WY stages' slab rule off the NPU (Hopper findings in cases.md): at least 32 wide and
+    the V slab never narrower than the K slab."""
+    from fla_ascend.ops.common.wy import off_npu_slabs
+
+    assert off_npu_slabs(bk, bv) == want

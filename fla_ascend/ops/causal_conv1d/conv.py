@@ -32,6 +32,7 @@ an ``arange``, ``s`` a runtime scalar) repeated over unrolled taps; the same bou
 from __future__ import annotations
 
 import torch
+from torch.autograd.function import once_differentiable
 import triton
 import triton.language as tl
 
@@ -500,6 +501,7 @@ class CausalConv1dFunction(torch.autograd.Function):
         return y, ht
 
     @staticmethod
+    @once_differentiable  # the backward is kernels, not autograd ops: a double backward raises
     def backward(ctx, dy, dht):
         x, wt, bias, h0t, cu_seqlens, chunk_indices = ctx.saved_tensors
         activation, BT, BD, w_dtype, has_residual = ctx.meta

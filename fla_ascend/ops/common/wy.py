@@ -75,6 +75,17 @@ def wy_bwd_operand_dtype(dtype: torch.dtype) -> torch.dtype:
     return dtype if dot_precision("wy_bwd", dtype) == "input" else torch.float32
 
 
+def off_npu_slabs(BK: int, BV: int) -> tuple[int, int]:
+    """``(BK, BV)`` of the two WY stages off the NPU: at least 32 wide, and the V slab never
+    narrower than the K slab (masks cover the padding). On the H200 (Triton 3.6) BK = 64 with
+    BV = 32 faulted with an illegal address in the WY forward and computed a wrong u (forward,
+    ``Ai`` loaded) or dv (backward), and 16 x 16 slabs faulted in an A/B at K = 128, V = 32;
+    every shape of the GPU tier with slabs >= 32 and BV >= BK was right (cases.md, Hopper
+    findings)."""
+    BK = max(BK, 32)
+    return BK, max(BV, BK)
+
+
 @triton.jit
 def wy_inverse(b_A, dt, BT: tl.constexpr, DOT_PRECISION: tl.constexpr):
     """``(I + A)^-1`` of a strictly lower-triangular ``[BT, BT]`` fp32 tile (BT in 16, 32, 64);
@@ -199,12 +210,19 @@ def chunk_wy_fwd(
         ``Ai`` (stored or given) or ``None``.
 
     Raises:
-        ValueError: both ``store_ai`` and ``Ai``.
+        ValueError: both ``store_ai`` and ``Ai``; an ``Ai`` of another shape (another chunk size),
+            device, or not contiguous.
     """
     B, T, H, K = k.shape
     HV, V = v.shape[2], v.shape[3]
     if store_ai and Ai is not None:
         raise ValueError("chunk_wy_fwd: store_ai=True computes Ai; pass either store_ai or Ai, not both")
+    if Ai is not None:
+        want = (B, T, HV, chunk_size)
+        if tuple(Ai.shape) != want or not Ai.is_contiguous() or Ai.device != k.device:
+            raise ValueError(f"chunk_wy_fwd: Ai must be a contiguous {list(want)} tensor on {k.device} (from a "
+                             f"store_ai call with the same chunk_size), got shape {list(Ai.shape)} on {Ai.device}"
+                             f"{'' if Ai.is_contiguous() else ', not contiguous'}")
     ai_mode = "load" if Ai is not None else "store" if store_ai else "none"
     w = torch.empty(B, T, HV, K, dtype=k.dtype, device=k.device)
     u = torch.empty(B, T, HV, V, dtype=v.dtype, device=v.device)
@@ -214,11 +232,7 @@ def chunk_wy_fwd(
     BK = min(s.get("BK", 64), dot_dim(K))
     BV = min(s.get("BK", 64), dot_dim(V))
     if not s:
-        # Off the NPU the u slab is never narrower than the w slab: on the H200 (Triton 3.6)
-        # BK = 64 with BV = 32 (K >= 100, V = 32, BT = 64) faulted with an illegal address inside
-        # this kernel, or, with Ai loaded, computed a wrong u; every BV >= BK case is right
-        # (cases.md, Hopper findings).
-        BV = max(BV, BK)
+        BK, BV = off_npu_slabs(BK, BV)
     plan = task_plan(n_chunks * HV, "cube")
     chunk_wy_fwd_kernel[plan.grid](
         k=k, v=v, g_cum=g_cum, beta_t=beta_t, w=w, u=u, Ai=Ai,
@@ -375,7 +389,7 @@ def chunk_wy_bwd(
     s = npu_tiles(WY_BWD_TILES, chunk_size, k, {"BK": [64, 32, 16], "BV": [64, 32, 16]})
     BK, BV = min((s or {}).get("BK", 64), dot_dim(K)), min((s or {}).get("BV", 64), dot_dim(V))
     if s is None:
-        BV = max(BV, BK)  # off the NPU, as in chunk_wy_fwd: BV < BK is miscompiled on Hopper (cases.md)
+        BK, BV = off_npu_slabs(BK, BV)
     plan = task_plan(n_chunks * HV, "cube")
     chunk_wy_bwd_kernel[plan.grid](
         k=k, v=v, g_cum=g_cum, beta_t=beta_t, Ai=Ai, dw=dw, du=du, dk_in=dk_in, dk=dk, dv=dv, dbeta_t=dbeta_t,

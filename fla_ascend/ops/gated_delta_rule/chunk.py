@@ -9,6 +9,7 @@ import numbers
 
 import torch
 import triton
+from torch.autograd.function import once_differentiable
 
 from fla_ascend import backend
 from fla_ascend.ops.common.chunk_h import chunk_bwd_dh, chunk_fwd_h
@@ -116,6 +117,7 @@ class ChunkGatedDeltaRuleFunction(torch.autograd.Function):
         return o, final_state
 
     @staticmethod
+    @once_differentiable  # the backward is kernels, not autograd ops: a double backward raises
     def backward(ctx, do, dht):
         q, k, v, g, beta, initial_state, cu_seqlens, A_log, dt_bias, Ai = ctx.saved_tensors
         dq, dk, dv, dg, dbeta, dh0, dA_log, ddt_bias = chunk_gated_delta_rule_bwd(

@@ -9,6 +9,7 @@ per-row ``rstd = 1 / sqrt(sum(x^2) + eps)`` in float32 for the backward:
 from __future__ import annotations
 
 import torch
+from torch.autograd.function import once_differentiable
 import triton
 import triton.language as tl
 
@@ -128,6 +129,7 @@ class L2NormFunction(torch.autograd.Function):
         return y.view(shape)
 
     @staticmethod
+    @once_differentiable  # the backward is kernels, not autograd ops: a double backward raises
     def backward(ctx, dy: torch.Tensor):
         x2, rstd = ctx.saved_tensors
         dy2 = dy.reshape(x2.shape).contiguous()

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import torch
 import torch.nn as nn
+from torch.autograd.function import once_differentiable
 import triton
 import triton.language as tl
 
@@ -177,6 +178,7 @@ class RMSNormGatedFunction(torch.autograd.Function):
         return y.view(shape)
 
     @staticmethod
+    @once_differentiable  # the backward is kernels, not autograd ops: a double backward raises
     def backward(ctx, dy):
         x2, g2, weight, bias, rstd = ctx.saved_tensors
         dy2 = dy.reshape(x2.shape).contiguous()
