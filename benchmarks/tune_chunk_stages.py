@@ -62,7 +62,8 @@ else:
     DTYPE = torch.bfloat16
 
 VARIANTS = {
-    "wy_fwd": [dict(num_warps=4, precision=p) for p in ("tf32x3", "tf32")],
+    # "input": the inverse's dots on bf16 operands too (fp32 accumulation); the accuracy columns decide
+    "wy_fwd": [dict(num_warps=4, num_stages=1, precision=p) for p in ("tf32x3", "tf32", "input")],
     "wy_bwd": [dict(num_warps=nw, num_stages=ns, precision=p)
                for nw, ns, p in ((4, 2, "tf32x3"), (4, 2, "tf32"), (4, 2, "input"), (4, 1, "input"),
                                  (2, 2, "input"), (8, 2, "input"))],
