@@ -525,17 +525,6 @@ def test_forward_stores_wy_inverse_only_when_a_backward_can_follow(device, monke
         assert one[name].grad is not None and one[name].grad.isfinite().all()
 
 
-def test_double_backward_raises(device):
-    """The backward is made of kernels: differentiating it again raises instead of returning a
-    gradient that silently misses the second-order terms."""
-    x = make_inputs(1, 20, 1, 1, 16, 16, torch.float32, device)
-    x["q"].requires_grad_()
-    o, _ = chunk_gated_delta_rule(**x)
-    (dq,) = torch.autograd.grad((o ** 2).sum(), [x["q"]], create_graph=True)  # do = 2 o needs grad itself
-    with pytest.raises(RuntimeError, match="once_differentiable"):
-        dq.sum().backward()
-
-
 def test_stored_wy_inverse_is_checked(device):
     """``chunk_wy_fwd`` refuses an ``Ai`` from another chunk size (it would read out of bounds)."""
     from fla_ascend.ops.common.wy import chunk_wy_fwd

@@ -32,12 +32,12 @@ an ``arange``, ``s`` a runtime scalar) repeated over unrolled taps; the same bou
 from __future__ import annotations
 
 import torch
-from torch.autograd.function import once_differentiable
 import triton
 import triton.language as tl
 
 from fla_ascend import backend
 from fla_ascend.backend import launch_options
+from fla_ascend.ops.utils.autograd import check_forward_only, kernel_backward
 from fla_ascend.ops.utils.index import prepare_chunk_indices
 from fla_ascend.ops.utils.validation import check_cu_seqlens, check_same_device, check_tensor, op_errors
 from fla_ascend.tiling import check_int32_offsets, task_plan
@@ -501,7 +501,7 @@ class CausalConv1dFunction(torch.autograd.Function):
         return y, ht
 
     @staticmethod
-    @once_differentiable  # the backward is kernels, not autograd ops: a double backward raises
+    @kernel_backward("causal_conv1d")
     def backward(ctx, dy, dht):
         x, wt, bias, h0t, cu_seqlens, chunk_indices = ctx.saved_tensors
         activation, BT, BD, w_dtype, has_residual = ctx.meta
@@ -636,7 +636,8 @@ def causal_conv1d_update(
     Returns:
         ``(y, cache)``: ``y`` with ``x``'s shape and dtype; the same ``cache`` object, updated.
 
-    Raises (messages start with ``causal_conv1d_update:``):
+    Raises (messages start with ``causal_conv1d_update``):
+        RuntimeError: an input requires grad while grad mode is on (decode is forward only).
         TypeError: non-float tensors, or ``weight`` missing.
         ValueError: shape / ``D`` / ``W`` mismatches, non-contiguous cache, unknown activation.
     """
@@ -671,6 +672,8 @@ def causal_conv1d_update(
                 raise ValueError(f"residual must have x's shape {tuple(shape)}, got {tuple(residual.shape)}")
             residual = residual.reshape(N, D).contiguous()
         check_same_device(x=x, cache=cache, weight=weight, bias=bias, residual=residual)
+    check_forward_only("causal_conv1d_update", "use causal_conv1d for training or call it under torch.no_grad()",
+                       x=x, weight=weight, bias=bias, residual=residual)
     weight = weight.contiguous()
     BD = min(128, triton.next_power_of_2(D))
     ND = triton.cdiv(D, BD)

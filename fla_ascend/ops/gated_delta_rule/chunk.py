@@ -9,7 +9,6 @@ import numbers
 
 import torch
 import triton
-from torch.autograd.function import once_differentiable
 
 from fla_ascend import backend
 from fla_ascend.ops.common.chunk_h import chunk_bwd_dh, chunk_fwd_h
@@ -18,6 +17,7 @@ from fla_ascend.ops.common.cumsum import chunk_gate_cumsum, chunk_gate_cumsum_bw
 from fla_ascend.ops.common.wy import chunk_wy_bwd, chunk_wy_fwd, wy_bwd_operand_dtype
 from fla_ascend.ops.gated_delta_rule.inputs import GatedDeltaRuleInputs, validate_inputs
 from fla_ascend.ops.utils import prepare_chunk_indices, prepare_chunk_offsets
+from fla_ascend.ops.utils.autograd import kernel_backward
 
 CHUNK_SIZES = (16, 32, 64)
 
@@ -117,7 +117,7 @@ class ChunkGatedDeltaRuleFunction(torch.autograd.Function):
         return o, final_state
 
     @staticmethod
-    @once_differentiable  # the backward is kernels, not autograd ops: a double backward raises
+    @kernel_backward("chunk_gated_delta_rule")
     def backward(ctx, do, dht):
         q, k, v, g, beta, initial_state, cu_seqlens, A_log, dt_bias, Ai = ctx.saved_tensors
         dq, dk, dv, dg, dbeta, dh0, dA_log, ddt_bias = chunk_gated_delta_rule_bwd(

@@ -12,6 +12,7 @@ import triton.language as tl
 from fla_ascend import backend
 from fla_ascend.backend import launch_options
 from fla_ascend.ops.gated_delta_rule.inputs import validate_inputs
+from fla_ascend.ops.utils.autograd import check_forward_only
 from fla_ascend.tiling import task_plan
 
 
@@ -127,13 +128,9 @@ def fused_recurrent_gated_delta_rule(
         "fused_recurrent_gated_delta_rule", q, k, v, g, beta, scale, initial_state, cu_seqlens,
         use_gate_in_kernel, A_log, dt_bias,
     )
-    if torch.is_grad_enabled() and any(
-        t is not None and t.requires_grad for t in (q, k, v, g, beta, initial_state, A_log, dt_bias)
-    ):
-        raise RuntimeError(
-            "fused_recurrent_gated_delta_rule is forward only; use chunk_gated_delta_rule for training "
-            "or call it under torch.no_grad()"
-        )
+    check_forward_only("fused_recurrent_gated_delta_rule",
+                       "use chunk_gated_delta_rule for training or call it under torch.no_grad()",
+                       q=q, k=k, v=v, g=g, beta=beta, initial_state=initial_state, A_log=A_log, dt_bias=dt_bias)
     B, T, H, K = x.q.shape
     HV, V = x.v.shape[2], x.v.shape[3]
     o = torch.empty(B, T, HV, V, dtype=x.q.dtype, device=x.q.device)

@@ -9,11 +9,11 @@ per-row ``rstd = 1 / sqrt(sum(x^2) + eps)`` in float32 for the backward:
 from __future__ import annotations
 
 import torch
-from torch.autograd.function import once_differentiable
 import triton
 import triton.language as tl
 
 from fla_ascend.backend import launch_options
+from fla_ascend.ops.utils.autograd import kernel_backward
 from fla_ascend.ops.utils.validation import check_eps, check_tensor, op_errors
 from fla_ascend.tiling import check_int32_offsets, task_plan
 
@@ -129,7 +129,7 @@ class L2NormFunction(torch.autograd.Function):
         return y.view(shape)
 
     @staticmethod
-    @once_differentiable  # the backward is kernels, not autograd ops: a double backward raises
+    @kernel_backward("l2norm")
     def backward(ctx, dy: torch.Tensor):
         x2, rstd = ctx.saved_tensors
         dy2 = dy.reshape(x2.shape).contiguous()

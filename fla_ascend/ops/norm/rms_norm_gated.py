@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import torch
 import torch.nn as nn
-from torch.autograd.function import once_differentiable
 import triton
 import triton.language as tl
 
 from fla_ascend.backend import launch_options
 from fla_ascend.ops.norm.l2norm import MAX_D, row_block
+from fla_ascend.ops.utils.autograd import kernel_backward
 from fla_ascend.ops.utils.validation import check_eps, check_same_device, check_tensor, op_errors
 from fla_ascend.tiling import check_int32_offsets, task_plan
 
@@ -178,7 +178,7 @@ class RMSNormGatedFunction(torch.autograd.Function):
         return y.view(shape)
 
     @staticmethod
-    @once_differentiable  # the backward is kernels, not autograd ops: a double backward raises
+    @kernel_backward("rms_norm_gated")
     def backward(ctx, dy):
         x2, g2, weight, bias, rstd = ctx.saved_tensors
         dy2 = dy.reshape(x2.shape).contiguous()
