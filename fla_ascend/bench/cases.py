@@ -77,6 +77,10 @@ def shape_key(shape: dict[str, int]) -> str:
     return "-".join(f"{d}{shape[d]}" for d in DIM_ORDER if d in shape)
 
 
+SHAPE_KEY_RE = re.compile(r"[A-Za-z]+[0-9]+(?:-[A-Za-z]+[0-9]+)*")
+"""A shape key as :func:`shape_key` writes it (``B1-T4096-H16-HV32-K128-V128``)."""
+
+
 def _parse_free_form(text: str) -> dict[str, int]:
     shape: dict[str, int] = {}
     for part in text.split(","):
@@ -109,7 +113,8 @@ def parse_shapes(spec: str | list[str] | None) -> list[tuple[str, dict[str, int]
     """Parse ``--shapes``.
 
     Args:
-        spec: ``None`` (each op's defaults; returns ``[]``), or names / free-form shapes separated
+        spec: ``None`` (each op's defaults; returns ``[]``), or names / free-form shapes / shape
+            keys (``B1-T4096-H16-HV32-K128-V128``, as the result tables print them) separated
             by ``;`` or given as a list. A name is a key of :data:`NAMED_SHAPES` or a group of
             :data:`SHAPE_GROUPS` (``anchors``, ``gdn-anchors``, ``decode-anchors``,
             ``conv-anchors``, ``fla-defaults``, ``all``); free form is ``B=1,T=4096,H=16,HV=32,K=128,V=128``
@@ -135,6 +140,10 @@ def parse_shapes(spec: str | list[str] | None) -> list[tuple[str, dict[str, int]
             continue
         if "=" in item:
             parsed = [(item, _parse_free_form(item))]
+        elif SHAPE_KEY_RE.fullmatch(item) and item.lower() not in NAMED_SHAPES:
+            # a shape key as the tables print it (B1-T4096-H16-HV32-K128-V128)
+            dims = re.findall(r"([A-Za-z]+)([0-9]+)", item)
+            parsed = [(item, _parse_free_form(",".join(f"{d}={v}" for d, v in dims)))]
         elif item.lower() in SHAPE_GROUPS:
             parsed = [(n, dict(NAMED_SHAPES[n])) for n in SHAPE_GROUPS[item.lower()]]
         elif item.lower() in NAMED_SHAPES:

@@ -78,3 +78,15 @@ def test_counted_bytes_match_anchor_model():
 def test_free_form_hv_must_be_a_multiple_of_h():
     with pytest.raises(ValueError, match="HV=4 .* must be a multiple of H=3"):
         C.parse_shapes("B=1,T=8,H=3,HV=4,K=16")
+
+
+def test_shape_keys_parse_back():
+    """A shape key as the tables print it is a valid --shapes item (round probe passes the
+    baseline's keys; a fresh-user trial found it refused as an unknown name)."""
+    from fla_ascend.bench.cases import parse_shapes, shape_key
+
+    shape = {"B": 1, "T": 96, "H": 2, "HV": 4, "K": 32, "V": 16}
+    assert parse_shapes(shape_key(shape)) == [(shape_key(shape), shape)]
+    assert parse_shapes("gdn-t32k")[0][0] == "gdn-t32k"  # named shapes keep their meaning
+    with pytest.raises(ValueError, match="unknown dimension 'Q'"):
+        parse_shapes("B1-T96-Q2")
