@@ -13,6 +13,7 @@ def _kib(n) -> str:
 def print_report(data: dict, console=None) -> None:
     """Print ``data`` (the dict :func:`fla_ascend.check.worker.main` builds) as tables."""
     from rich.console import Console
+    from rich.markup import escape
     from rich.table import Table
 
     console = console or Console(width=200)
@@ -26,6 +27,7 @@ def print_report(data: dict, console=None) -> None:
             ratio = f"{r['ir_bytes'] / r['model_bytes']:.2f}" if r.get("model_bytes") else "-"
             fnd = "; ".join(f"{f['code']}{' (accepted)' if f.get('accepted') else ''}{' [info]' if f['severity'] == 'info' else ''}"
                             for f in r["findings"]) or "clean"
+            fnd = escape(fnd)  # "[info]" is our tag, not rich markup
             t.add_row(r["kernel"].rsplit(".", 1)[-1], r["config"], "yes" if r["lowered"] else f"NO ({r['stage']})",
                       r["kind"], r["mix_mode"], f"{r['grid']}/{r['cores']}", _kib(r["ir_bytes"]),
                       _kib(r["ir_bytes_mb"]), _kib(r.get("model_bytes")), ratio, fnd)
@@ -36,12 +38,12 @@ def print_report(data: dict, console=None) -> None:
             t.add_column(col, overflow="fold")
         for f in data["lint"]:
             t.add_row(f"{f['file']}:{f['line']}", f["function"], f["code"] + (" (accepted)" if f.get("accepted") else ""),
-                      f["message"])
+                      escape(f["message"]))
         console.print(t)
     for k in data["missing"]:
         console.print(f"[red]kernel without registry entry[/red]: {k}")
     for m, e in data["import_errors"]:
-        console.print(f"[red]import failed[/red]: {m}: {e}")
+        console.print(f"[red]import failed[/red]: {escape(f'{m}: {e}')}")
     if data["failures"]:
         console.print(f"[bold red]FAIL[/bold red]: {len(data['failures'])} problem(s)")
         for line in data["failures"]:
