@@ -12,7 +12,7 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    from rich.console import Console
+    from fla_ascend.console import make_console
     from rich.table import Table
 
     from fla_ascend import backend
@@ -26,5 +26,5 @@ def run(args) -> int:
     table.add_column("value")
     for k, v in data.items():
         table.add_row(k, str(v))
-    Console().print(table)
+    make_console().print(table)
     return 0

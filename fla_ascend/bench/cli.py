@@ -89,11 +89,11 @@ def run(args) -> int:
         return _list()
     if args.layer:
         return _run_layer()
-    from rich.console import Console
+    from fla_ascend.console import make_console
 
     from fla_ascend.bench import report, suite
 
-    err = Console(stderr=True)
+    err = make_console(stderr=True)
     for opt, path in (("--json", args.json_path), ("--markdown", args.markdown), ("--plot", args.plot)):
         if path and Path(path).is_dir():
             err.print(f"[red]fla-ascend bench: {opt} {path} is a directory; expected a file path[/red]")
@@ -135,7 +135,7 @@ def _run_layer() -> int:
     """``fla-ascend bench --layer``: gate the layer's forward against its fp32 reference, then time
     forward and forward+backward with :func:`fla_ascend.layers.bench_layer`."""
     import torch
-    from rich.console import Console
+    from fla_ascend.console import make_console
     from rich.table import Table
 
     from fla_ascend import backend
@@ -152,7 +152,7 @@ def _run_layer() -> int:
     x = torch.randn(1, seq_len, layer.hidden_size, device=device, dtype=dtype)
     with torch.no_grad():
         ratio = rel_rmse(layer.forward_reference(x)[0].float(), layer(x)[0].float())
-    console = Console()
+    console = make_console()
     tol = LAYER_TOLERANCE[str(dtype).removeprefix("torch.")]
     gate = f"{'PASS' if ratio <= tol else 'FAIL'} {ratio:.1e} (tol {tol})"
     table = Table(title=f"GatedDeltaNet layer on {backend.info().device_name}")

@@ -97,13 +97,13 @@ def _meta_line(artifact: dict) -> str:
 def print_table(artifact: dict, console=None, compact: bool = False) -> None:
     """Print the result table (and notes) with rich, short op names. ``compact`` drops dtype and
     tokens/s and shortens notes."""
-    from rich.console import Console
+    from fla_ascend.console import make_console
     from rich.table import Table
 
     if console is None:
-        console = Console()
+        console = make_console()
         if not console.is_terminal:  # logs and pipes: do not wrap at 80 columns
-            console = Console(width=200)
+            console = make_console(width=200)
     head, rows = table_rows(artifact, short=True)
     drop = {"dtype", "tokens/s"} if compact else set()
     keep = [i for i, h in enumerate(head) if h not in drop]

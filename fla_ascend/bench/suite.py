@@ -259,7 +259,7 @@ def run_suite(
     Raises:
         ValueError: unknown op, mode, provider or dtype; bad ``shapes`` text.
     """
-    from rich.console import Console
+    from fla_ascend.console import make_console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     pre_notes = []
@@ -293,7 +293,7 @@ def run_suite(
 
     timer = timing.make_timer(quick)
     info = backend.info()
-    console = console or Console(stderr=True)
+    console = console or make_console(stderr=True)
     meta: dict[str, Any] = {
         "device": info.device_type, "device_name": info.device_name,
         "triton_flavour": info.triton_flavour, "triton_version": info.triton_version,

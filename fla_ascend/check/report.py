@@ -12,11 +12,11 @@ def _kib(n) -> str:
 
 def print_report(data: dict, console=None) -> None:
     """Print ``data`` (the dict :func:`fla_ascend.check.worker.main` builds) as tables."""
-    from rich.console import Console
+    from fla_ascend.console import make_console
     from rich.markup import escape
     from rich.table import Table
 
-    console = console or Console(width=200)
+    console = console or make_console(width=200)
     for chip, rows in data["results"].items():
         t = Table(title=f"fla-ascend check: {chip} (UB {data['chips'][chip]['ub_bytes']} B, "
                         f"{data['chips'][chip]['cube_cores']} cube / {data['chips'][chip]['vector_cores']} vector cores)")

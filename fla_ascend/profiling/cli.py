@@ -57,9 +57,9 @@ def register(sub) -> None:
 
 
 def _console():
-    from rich.console import Console
+    from fla_ascend.console import make_console
 
-    return Console()
+    return make_console()
 
 
 def _rich_table(df, cols, title):

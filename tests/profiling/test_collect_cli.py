@@ -120,13 +120,15 @@ def test_cli_analyze_json_and_msprof_op(tmp_path, capsys):
     assert any(r["flagged"] for r in js["imbalance"])
 
 
-def test_cli_closed_pipe_is_quiet():
-    """`fla-ascend profile analyze DIR --json | head`: when the reader closes the pipe, the command
-    stops with status 141 (128 + SIGPIPE) and no traceback."""
+@pytest.mark.parametrize("extra", [["--json"], []], ids=["json", "rich-table"])
+def test_cli_closed_pipe_is_quiet(extra):
+    """`fla-ascend profile analyze DIR [--json] | head`: when the reader closes the pipe, the
+    command stops with status 141 (128 + SIGPIPE) and no traceback, whether it prints JSON or
+    rich tables (rich's own handler exited with 1)."""
     import subprocess
     import sys
 
-    p = subprocess.Popen([sys.executable, "-m", "fla_ascend.cli", "profile", "analyze", str(SAMPLES / "base"), "--json"],
+    p = subprocess.Popen([sys.executable, "-m", "fla_ascend.cli", "profile", "analyze", str(SAMPLES / "base"), *extra],
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     p.stdout.close()  # the reader is gone before the first write
     err = p.stderr.read().decode()
