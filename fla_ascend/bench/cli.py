@@ -89,14 +89,19 @@ def run(args) -> int:
         return _list()
     if args.layer:
         return _run_layer()
-    from fla_ascend.console import make_console
-
     from fla_ascend.bench import report, suite
+    from fla_ascend.console import make_console
 
     err = make_console(stderr=True)
     for opt, path in (("--json", args.json_path), ("--markdown", args.markdown), ("--plot", args.plot)):
         if path and Path(path).is_dir():
             err.print(f"[red]fla-ascend bench: {opt} {path} is a directory; expected a file path[/red]")
+            return 2
+        try:
+            if path:
+                _probe_writable(Path(path))
+        except OSError as e:
+            err.print(f"[red]fla-ascend bench: cannot write {opt} {path}: {e}[/red]")
             return 2
     try:
         artifact = suite.run_suite(
@@ -108,6 +113,9 @@ def run(args) -> int:
         )
     except ValueError as e:
         err.print(f"[red]fla-ascend bench: {e}[/red]")
+        return 2
+    except OSError as e:  # the --json artifact is rewritten after every case
+        err.print(f"[red]fla-ascend bench: cannot write an output file: {e}[/red]")
         return 2
     report.print_table(artifact, compact=args.compact)
     try:
@@ -135,10 +143,10 @@ def _run_layer() -> int:
     """``fla-ascend bench --layer``: gate the layer's forward against its fp32 reference, then time
     forward and forward+backward with :func:`fla_ascend.layers.bench_layer`."""
     import torch
-    from fla_ascend.console import make_console
     from rich.table import Table
 
     from fla_ascend import backend
+    from fla_ascend.console import make_console
     from fla_ascend.layers import GatedDeltaNet, bench_layer
     from fla_ascend.ops.utils import rel_rmse
 
@@ -168,6 +176,17 @@ def _run_layer() -> int:
                   gate, *(f"{times[m]:.3f}" if m in times else "-" for m in ("fwd", "fwdbwd")))
     console.print(table)
     return 0 if times else 1
+
+
+def _probe_writable(path: Path) -> None:
+    """Raise ``OSError`` now, before any case runs, when ``path`` cannot be written (its folder is
+    created as the writers would; a file the probe created is removed again)."""
+    existed = path.exists()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a"):
+        pass
+    if not existed:
+        path.unlink()
 
 
 def _write_outputs(args, artifact, suite, report, err) -> None:

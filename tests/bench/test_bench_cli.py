@@ -70,3 +70,24 @@ def test_output_path_that_is_a_directory(tmp_path, capsys):
     """Refused before any case runs (the artifact is rewritten after every case)."""
     assert cli.main(["bench", "--ops", "l2norm", "--providers", "fla_ascend", "--json", str(tmp_path)]) == 2
     assert "--json" in capsys.readouterr().err
+
+
+def test_unwritable_output_path_refused_before_running(tmp_path, capsys, monkeypatch):
+    """An output path that cannot be written is refused before the first case (it crashed with
+    an OSError traceback after the first case; fresh-user trial); a new file's folder is made."""
+    from fla_ascend.bench import suite
+
+    ran = []
+
+    def fake_run_suite(**kw):
+        ran.append(kw)
+        raise ValueError("stopped by the test")
+
+    monkeypatch.setattr(suite, "run_suite", fake_run_suite)
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    assert cli.main(["bench", "--ops", "l2norm", "--json", str(blocker / "sub" / "x.json")]) == 2
+    assert "cannot write --json" in capsys.readouterr().err and not ran
+    out = tmp_path / "new" / "dir" / "x.md"
+    assert cli.main(["bench", "--ops", "l2norm", "--markdown", str(out)]) == 2
+    assert ran and out.parent.is_dir() and not out.exists()  # probed, then left for the writer
