@@ -15,6 +15,12 @@ def _csv(text: str | None) -> list[str] | None:
     return [t.strip() for t in text.split(",") if t.strip()] if text else None
 
 
+def _interpreter(value: str) -> str:
+    """``--python``: a path (it has a separator) is made absolute, because the subprocesses run in
+    other folders; a bare name (``python3``) is left for ``PATH``."""
+    return os.path.abspath(value) if os.sep in value or (os.altsep and os.altsep in value) else value
+
+
 def register(sub) -> None:
     """Add the ``round`` and ``ir`` subcommands to ``sub`` (an argparse subparsers object)."""
     p = sub.add_parser("round", help="optimisation rounds with correctness and performance gates")
@@ -39,7 +45,7 @@ def register(sub) -> None:
     q.add_argument("--extra-files", help="comma-separated source files added to the op's file list")
     q.add_argument("--suite", default=None, help="benchmark function module:function (default: the package suite)")
     q.add_argument("--suite-path", action="append", default=[], help="extra import directory for --suite")
-    q.add_argument("--python", help="interpreter for benchmark subprocesses")
+    q.add_argument("--python", type=_interpreter, help="interpreter for benchmark subprocesses")
 
     q = add("start", help="open round-N from the last accepted round")
     q.add_argument("--hypothesis", required=True)
@@ -88,7 +94,8 @@ def register(sub) -> None:
     q.add_argument("--dtype", default="bfloat16", help="dtype of the traced example inputs")
     q.add_argument("--mode", choices=["fwd", "fwdbwd"], default="fwd")
     q.add_argument("--source", help="directory whose fla_ascend/ files overlay the checkout (e.g. round-N/src)")
-    q.add_argument("--python", help="interpreter to run the capture in (one with the target's Triton)")
+    q.add_argument("--python", type=_interpreter,
+                   help="interpreter to run the capture in (one with the target's Triton)")
     q = irs.add_parser("stages", help="list captured stages; with a second DIR, diff them")
     q.add_argument("dir")
     q.add_argument("other", nargs="?")
