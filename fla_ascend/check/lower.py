@@ -48,8 +48,9 @@ def require_compiler() -> None:
 
         md.version("triton-ascend")
     except Exception as e:
-        raise RuntimeError("the NPU readiness check needs triton-ascend 3.2.0 (pip install triton-ascend==3.2.0); "
-                           "upstream Triton has no Ascend front end") from e
+        raise RuntimeError("the NPU readiness check needs triton-ascend 3.2.0, which cannot share an environment "
+                           "with upstream Triton: create its own with `bash scripts/setup_env.sh ascend` and run "
+                           "`.venv-ascend/bin/fla-ascend check`") from e
     if os.environ.get("TRITON_INTERPRET", "0") == "1":
         raise RuntimeError("TRITON_INTERPRET=1: kernels are interpreted functions and cannot be lowered; "
                            "run the check through `fla-ascend check` (it starts a clean worker process)")

@@ -280,3 +280,14 @@ def test_bf16_rejected_on_the_interpreter():
     x = make_inputs(1, 8, 1, 1, 16, 16, torch.bfloat16, "cpu", h0=False)
     with pytest.raises(TypeError, match=r"chunk_gated_delta_rule: bfloat16 .*interpreter.*float32 or float16"):
         chunk_gated_delta_rule(**x)
+
+
+@pytest.mark.parametrize("op", OPS)
+def test_scalar_arguments(op, x):
+    """scale must be a finite real number (NaN gave NaN outputs, True was taken as 1.0);
+    output_final_state a bool; k, v the dtype of q (named as such)."""
+    expect(ValueError, op, _with(x, scale=float("nan")), "scale", "finite", "nan")
+    expect(TypeError, op, _with(x, scale=True), "scale", "float", "bool")
+    with pytest.raises(TypeError, match=f"^{op.__name__}: output_final_state must be a bool, got str"):
+        op(**x, output_final_state="yes")
+    expect(TypeError, op, _with(x, k=x["k"].half()), "k", "q's dtype", "torch.float16")

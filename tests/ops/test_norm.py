@@ -142,3 +142,11 @@ def test_rms_norm_gated_bad_input(device):
         rms_norm_gated(x, x, None, eps=-1.0)
     with pytest.raises(ValueError, match="activation must be one of"):
         FusedRMSNormGated(16, activation="gelu")
+
+
+def test_numpy_eps_accepted(device):
+    """eps may be any real number, NumPy's included (np.float32 was refused, np.float64 not)."""
+    np = pytest.importorskip("numpy")
+    x = torch.randn(3, 16, device=device)
+    torch.testing.assert_close(l2norm(x, eps=np.float32(1e-6)), l2norm(x, eps=1e-6))
+    torch.testing.assert_close(rms_norm_gated(x, x, None, eps=np.float32(1e-5)), rms_norm_gated(x, x, None, eps=1e-5))

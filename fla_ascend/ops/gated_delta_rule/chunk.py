@@ -171,16 +171,17 @@ def chunk_gated_delta_rule(
     Returns:
         ``(o, final_state)``: ``o`` ``[B, T, HV, V]`` in q's dtype; ``final_state`` or ``None``.
 
-    Raises:
-        TypeError: a non-tensor or an unsupported dtype.
-        ValueError: mismatched B/T/H/HV between inputs, ``HV`` not a multiple of ``H``, ``K`` or
+    Raises (messages start with ``chunk_gated_delta_rule:``):
+        TypeError: a non-tensor, an unsupported dtype, k or v not of q's dtype, a non-real
+            ``scale``, a non-bool ``output_final_state``.
+        ValueError: a non-finite ``scale``, mismatched B/T/H/HV between inputs, ``HV`` not a multiple of ``H``, ``K`` or
             ``V`` above 256, invalid ``cu_seqlens``, wrong ``initial_state`` shape, tensors on
             different devices, ``chunk_size`` not in {16, 32, 64}, ``A_log`` missing with
             ``use_gate_in_kernel``.
     """
     x: GatedDeltaRuleInputs = validate_inputs(
         "chunk_gated_delta_rule", q, k, v, g, beta, scale, initial_state, cu_seqlens,
-        use_gate_in_kernel, A_log, dt_bias,
+        use_gate_in_kernel, A_log, dt_bias, output_final_state,
     )
     if not isinstance(chunk_size, numbers.Integral) or isinstance(chunk_size, bool) or chunk_size not in CHUNK_SIZES:
         raise ValueError(f"chunk_gated_delta_rule: chunk_size must be one of {CHUNK_SIZES}, got {chunk_size!r}")

@@ -126,7 +126,7 @@ def fused_recurrent_gated_delta_rule(
     """
     x = validate_inputs(
         "fused_recurrent_gated_delta_rule", q, k, v, g, beta, scale, initial_state, cu_seqlens,
-        use_gate_in_kernel, A_log, dt_bias,
+        use_gate_in_kernel, A_log, dt_bias, output_final_state,
     )
     check_forward_only("fused_recurrent_gated_delta_rule",
                        "use chunk_gated_delta_rule for training or call it under torch.no_grad()",

@@ -1,6 +1,8 @@
 """Validation of the gated delta rule's arguments, shared by the chunked and recurrent ops."""
 from __future__ import annotations
 
+import math
+import numbers
 from dataclasses import dataclass
 
 import torch
@@ -27,7 +29,8 @@ class GatedDeltaRuleInputs:
 
 
 def validate_inputs(
-    op: str, q, k, v, g, beta, scale, initial_state, cu_seqlens, use_gate_in_kernel, A_log, dt_bias
+    op: str, q, k, v, g, beta, scale, initial_state, cu_seqlens, use_gate_in_kernel, A_log, dt_bias,
+    output_final_state=False,
 ) -> GatedDeltaRuleInputs:
     """Check shapes, dtypes, devices and varlen boundaries; return contiguous inputs.
 
@@ -38,6 +41,9 @@ def validate_inputs(
     with op_errors(op):
         check_tensor("q", q, (None, None, None, None))
         B, T, H, K = q.shape
+        for name, t in (("k", k), ("v", v)):
+            if isinstance(t, torch.Tensor) and t.dtype != q.dtype:
+                raise TypeError(f"{name} must have q's dtype {q.dtype}, got {t.dtype}")
         check_tensor("k", k, (B, T, H, K), dtypes=(q.dtype,))
         check_tensor("v", v, (B, T, None, None), dtypes=(q.dtype,))
         HV, V = v.shape[2], v.shape[3]
@@ -69,8 +75,12 @@ def validate_inputs(
                           A_log=A_log, dt_bias=dt_bias)
         if scale is None:
             scale = K ** -0.5
-        elif not isinstance(scale, (int, float)):
+        elif isinstance(scale, bool) or not isinstance(scale, numbers.Real):
             raise TypeError(f"scale must be a float, got {type(scale).__name__}")
+        elif not math.isfinite(scale):
+            raise ValueError(f"scale must be finite, got {scale}")
+        if not isinstance(output_final_state, bool):
+            raise TypeError(f"output_final_state must be a bool, got {type(output_final_state).__name__}")
 
     def c(x):
         return None if x is None else x.contiguous()

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import contextlib
+import numbers
 from collections.abc import Iterable, Iterator, Sequence
 
 import torch
@@ -20,13 +21,13 @@ def op_errors(op: str) -> Iterator[None]:
 
 
 def check_eps(eps: object) -> float:
-    """``eps`` of a norm: a real number ``>= 0``, returned as a float.
+    """``eps`` of a norm: a real number ``>= 0`` (Python or NumPy), returned as a float.
 
     Raises:
-        TypeError: not an int or float (a bool is refused too).
+        TypeError: not a real number (a bool is refused too).
         ValueError: negative (or NaN).
     """
-    if isinstance(eps, bool) or not isinstance(eps, (int, float)):
+    if isinstance(eps, bool) or not isinstance(eps, numbers.Real):
         raise TypeError(f"eps must be a float, got {type(eps).__name__}")
     if not eps >= 0:
         raise ValueError(f"eps must be >= 0, got {eps}")
