@@ -144,7 +144,7 @@ def num_cores(kind: str = "vector") -> int:
 
 
 # Ascend compile options understood by triton-ascend 3.2.0; an option a version does not
-# know raises KeyError there, so only these pass (ascend-notes.md, "Compile options").
+# know raises KeyError there, so only these pass (docs/ascend-rules.md, R2).
 _NPU_OPTIONS = frozenset({"multibuffer", "unit_flag", "enable_auto_bind_sub_block", "tile_mix_vector_loop"})
 _CUDA_OPTIONS = frozenset({"num_warps", "num_stages"})
 

@@ -1,6 +1,6 @@
 """Read the facts the check reports out of triton-ascend's ``ttadapter`` IR (linalg/memref/hivm).
 
-What is recognised (triton-ascend 3.2.0, see ascend-notes.md "What the lowered IR tells you"):
+What is recognised (triton-ascend 3.2.0):
 
 - ``mix_mode = "aiv" | "aic" | "mix"`` on the kernel's ``func.func``: the units it runs on;
 - ``memref.alloc() : memref<64x128xbf16>``: on-chip buffers; their byte sum is the IR's

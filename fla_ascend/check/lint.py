@@ -1,4 +1,4 @@
-"""Source lint for the triton-ascend traps of ascend-notes.md that the IR does not show.
+"""Source lint for the triton-ascend traps of docs/ascend-rules.md (R7-R10) that the IR does not show.
 
 Each rule works on the Python AST of a module (no import, no compiler) and yields
 :class:`Finding` objects with the function name and line:
@@ -8,14 +8,14 @@ Each rule works on the Python AST of a module (no import, no compiler) and yield
   cache key. Route them through ``backend.launch_options(...)``, which drops them on NPU.
 - ``inplace_pointer_advance``: inside a task loop (``for ... in tl.range(tl.program_id(..), ...)``)
   a name defined before the loop is advanced in place (``p += s`` or ``p = p + s``); triton-ascend
-  miscompiles pointers carried across task-loop iterations (trap 3).
+  miscompiles pointers carried across task-loop iterations (R9).
 - ``runtime_size_constexpr``: a run-time size (``T``, ``NT``, ``n_tasks``...) declared
-  ``tl.constexpr``: the kernel recompiles for every new length (trap 7).
+  ``tl.constexpr``: the kernel recompiles for every new length (R10).
 - ``dot_operand_reused``: the left operand of ``tl.dot`` is read again after the dot (later in
   the function, or in the next iteration of a loop around the dot); the Cube path may overwrite
-  it in UB (trap 1).
+  it in UB (R7).
 - ``runtime_if_loads``: an ``if`` whose condition is not a constexpr (not an upper-case name)
-  with ``tl.load`` in both branches; both paths' buffers stay live in UB (trap 2).
+  with ``tl.load`` in both branches; both paths' buffers stay live in UB (R8).
 """
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ __all__ = ["Finding", "lint_source", "lint_file", "RUNTIME_SIZE_NAMES"]
 
 RUNTIME_SIZE_NAMES = frozenset({"T", "NT", "TT", "N", "B", "M", "n_tasks", "n_programs", "seq_len", "total_tokens",
                                 "num_tokens", "n_chunks", "L"})
-"""Parameter names that are run-time sizes by this package's conventions (DESIGN.md, kernel style)."""
+"""Parameter names that are run-time sizes by this package's conventions."""
 
 
 @dataclass

@@ -280,7 +280,7 @@ class _FakePtr:
 
 
 def features(text: str, stage: str) -> dict:
-    """Counts worth a glance in one stage's IR (ascend-notes.md, "What the lowered IR tells you").
+    """Counts worth a glance in one stage's IR.
 
     ``ttadapter``: ``mix_mode``, ``allocs`` (``memref.alloc``), ``matmuls`` (``linalg.matmul``),
     ``scalar_loops`` (``DiscreteMemAccess``); every stage: ``lines``.

@@ -6,7 +6,7 @@ numbers are ``None``, never guessed. Names are the ones triton-ascend 3.2.0 acce
 ``TRITON_ASCEND_ARCH`` (``triton/backends/ascend/utils.py``, ``get_ascend_arch_from_env``) plus
 the marketing aliases ``Ascend950PR`` / ``Ascend910_95``.
 
-Sources (see ``/work/shared/ascend-notes.md`` for the full list):
+Sources:
 
 - ``cann-platform-config``: CANN ``platform_config/<SoC>.ini`` files as quoted in public repositories
   (``ai_core_cnt``, ``vector_core_cnt``, ``ub_size``, ``l1_size``, ``l0_a_size``...).

@@ -1,11 +1,11 @@
 """Core-grid sizing for task-loop kernels, the 65535 grid limit and int32 offset guards.
 
-Task-loop kernels (DESIGN.md, principle 3) take ``n_tasks`` and ``n_programs`` and, when
+Task-loop kernels (docs/ascend-rules.md, R1) take ``n_tasks`` and ``n_programs`` and, when
 ``TASK_LOOP`` is on, run ``for task in tl.range(pid, n_tasks, n_programs)``.
 
 - NPU: one program per physical core (AI cores for kernels with ``tl.dot``, vector cores
   otherwise), looping over tasks: triton-ascend flattens the grid to one dimension and runs
-  extra blocks in further rounds with overhead (ascend-notes.md).
+  extra blocks in further rounds with overhead (docs/ascend-rules.md, R1).
 - CUDA: one program per task with the loop compiled out (``TASK_LOOP=False``); measured on the
   H200, a one-iteration ``tl.range`` loop around two dots ran 1.8x slower than a plain grid.
   Above :data:`MAX_GRID` tasks the loop is switched on with ``MAX_GRID`` programs.
@@ -64,7 +64,7 @@ def check_int32_offsets(name: str, numel: int) -> None:
     """Raise when element offsets into a tensor of ``numel`` elements would overflow int32.
 
     Kernels compute per-tile vector offsets in int32 and scalar bases in int64; a tile offset
-    relative to its int64 base must still fit in int32 (ascend-notes.md, trap 6).
+    relative to its int64 base must still fit in int32 (docs/ascend-rules.md, R6).
 
     Raises:
         ValueError: ``numel`` exceeds 2**31 - 1 for a tensor whose in-tile offsets are int32.

@@ -1,6 +1,6 @@
 """The Unified Buffer (UB) budget model and the tile-size picker used by NPU launch plans.
 
-Model (ascend-notes.md, "Unified Buffer"; DESIGN.md principle 4)::
+Model (docs/ascend-rules.md, R4)::
 
     charged = multibuffer x sum(bytes of buffered live tiles) + sum(bytes of unbuffered tiles)
     fits   <=> charged <= chip.ub_bytes x margin

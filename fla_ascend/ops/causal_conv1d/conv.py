@@ -16,7 +16,7 @@ Kernels (one ``@triton.jit`` source each, task-loop launch plans):
   state plus ``dht`` for sequences shorter than ``W``).
 - ``causal_conv1d_update_kernel``: one decode token per sequence; shifts the cache in place.
 
-NPU layout (ascend-notes.md: the innermost loaded or stored axis must be contiguous): the weight
+NPU layout (docs/ascend-rules.md, R5: the innermost loaded or stored axis must be contiguous): the weight
 is read as ``[W, D]`` (transposed once on the host) so each tap is a contiguous ``[BD]`` row; token
 tiles of ``x`` are read with the channel axis innermost (stride 1), also for strided views; the
 states the kernels read (``initial_state``, the final-state gradient) are re-laid out once on the
@@ -54,7 +54,7 @@ def _tiles(D: int) -> tuple[int, int]:
     NPU: one float32 ``[BT, BD]`` tile is 8 KiB (2048 elements). The backward, the largest, holds one
     tap's ``W`` window loads of ``x`` and of the state, ``dy``, ``dht`` and the accumulators: with bf16,
     W = 4, ``[16, 128]`` tiles the lowered IR allocates 49.5 KiB, 99 KiB with multibuffer, within the
-    192 KiB UB of an A2/A3 vector core (ascend-notes.md; ``fla-ascend check``). Elsewhere ``[64, 128]``.
+    192 KiB UB of an A2/A3 vector core (docs/ascend-rules.md, R4; ``fla-ascend check``). Elsewhere ``[64, 128]``.
     """
     BD = min(128, triton.next_power_of_2(D))
     if backend.device_type() == "npu":
@@ -400,7 +400,7 @@ def _state_rows(state: torch.Tensor | None) -> torch.Tensor | None:
     """A conv state ``[N, D, W]`` re-laid out as ``[N, W, D]`` (contiguous; ``None`` stays ``None``).
 
     The kernels read state rows next to token rows of ``x`` (channel axis innermost); reading
-    ``[N, D, W]`` directly would be a DMA with innermost stride ``W`` (ascend-notes.md). The copy is
+    ``[N, D, W]`` directly would be a DMA with innermost stride ``W`` (docs/ascend-rules.md, R5). The copy is
     ``N * D * W`` elements, small next to ``x``.
     """
     return None if state is None else state.transpose(1, 2).contiguous()

@@ -58,7 +58,7 @@ def _chunk_fwd_o_task(
         b_k = tl.load(k + p_qk, mask=m_tk, other=0.0)  # [BT, BK]
         b_h = tl.load(h + h_base + o_k[:, None] * V + o_v[None, :],
                       mask=(o_k < K)[:, None] & m_v[None, :], other=0.0)  # [BK, BV]
-        b_o += tl.dot(b_q + 0.0, b_h)  # copy: b_q is the next dot's operand too (trap 1)
+        b_o += tl.dot(b_q + 0.0, b_h)  # copy: b_q is the next dot's operand too (docs/ascend-rules.md, R7)
         b_A += tl.dot(b_q, tl.trans(b_k))
     b_g = tl.load(g_cum + tl.cast(i_hv, tl.int64) * TT + t0 + o_t, mask=m_t, other=0.0)  # [BT]
     b_o = b_o * tl.exp(b_g)[:, None]
@@ -235,7 +235,7 @@ def _chunk_bwd_dqkwg_task(
         b_do = tl.load(do + p_v, mask=m_tv, other=0.0)  # [BT, BV]
         b_vn = tl.load(v_new + p_v, mask=m_tv, other=0.0)  # [BT, BV]
         b_dvn = tl.load(dv_new + p_v, mask=m_tv, other=0.0)  # [BT, BV] fp32
-        b_dS += tl.dot(b_do + 0.0, tl.trans(b_vn))  # copy: b_do is read again (trap 1)
+        b_dS += tl.dot(b_do + 0.0, tl.trans(b_vn))  # copy: b_do is read again (docs/ascend-rules.md, R7)
         b_dq += tl.dot(b_do, tl.trans(b_h))
         b_dk += tl.dot(b_vn, tl.trans(b_dh))
         b_dw += tl.dot(b_dvn.to(b_h.dtype), tl.trans(b_h))

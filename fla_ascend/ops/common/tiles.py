@@ -1,5 +1,5 @@
 """Tile sizes and launch options of the chunk stages per backend: NPU tiles from the UB model
-(DESIGN.md principle 4), a CUDA launch table, and the smallest dot tile extent."""
+(docs/ascend-rules.md, R3-R4), a CUDA launch table, and the smallest dot tile extent."""
 from __future__ import annotations
 
 import torch
@@ -46,7 +46,7 @@ CUDA_LAUNCH = {
 }
 """Per-stage CUDA choices: ``num_warps``, ``num_stages``, the ``input_precision`` of the
 fp32 x fp32 dots of the WY stages, and the ``BV`` candidates of the state recurrences. A table, not ``triton.autotune``: autotuning at import
-raises with triton-ascend and no NPU (DESIGN.md principle 4); benchmarks may override entries."""
+raises with triton-ascend and no NPU (docs/ascend-rules.md, R3); benchmarks may override entries."""
 
 
 def stage_launch(stage: str, multibuffer: bool | None = None) -> dict:

@@ -95,7 +95,7 @@ def wy_inverse(b_A, dt, BT: tl.constexpr, DOT_PRECISION: tl.constexpr):
     b_X = _diag_inverse(b_A, BT)
     if BT > 16:
         b_E = tl.where(m_blk, 0.0, b_A)  # [BT, BT] strictly block-lower part
-        b_N = wy_dot(b_X + 0.0, b_E, dt, DOT_PRECISION)  # copy: b_X is read again (trap 1)
+        b_N = wy_dot(b_X + 0.0, b_E, dt, DOT_PRECISION)  # copy: b_X is read again (docs/ascend-rules.md, R7)
         b_Y = b_X - wy_dot(b_N + 0.0, b_X, dt, DOT_PRECISION)
         if BT > 32:
             b_N2 = wy_dot(b_N, b_N, dt, DOT_PRECISION)

@@ -22,7 +22,7 @@ MAX_D = 8192
 
 # Elements of one float32 [BM, BD] tile. Live tiles per task: about 3 (x, y / dy, product),
 # each charged twice by Ascend's automatic multibuffer: 3 x 8192 x 4 B x 2 = 192 KiB would be the
-# whole UB of an A2/A3 vector core (ascend-notes.md), so tiles stay at 4096 elements where D allows.
+# whole UB of an A2/A3 vector core (docs/ascend-rules.md, R4), so tiles stay at 4096 elements where D allows.
 _TILE_ELEMS = 4096
 
 
