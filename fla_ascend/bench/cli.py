@@ -6,6 +6,7 @@ Exit status: 0 when every gate that ran passed, 1 when any case failed its gate 
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 
@@ -88,6 +89,12 @@ def run(args) -> int:
     if args.list:
         return _list()
     if args.layer:
+        given = [opt for opt, v in (("--json", args.json_path), ("--markdown", args.markdown), ("--plot", args.plot))
+                 if v]
+        if given:
+            print(f"fla-ascend bench: --layer prints one table; {', '.join(given)} "
+                  f"{'is' if len(given) == 1 else 'are'} for the op suite", file=sys.stderr)
+            return 2
         return _run_layer()
     from fla_ascend.bench import report, suite
     from fla_ascend.console import make_console
@@ -129,6 +136,9 @@ def run(args) -> int:
         return 1
     if not artifact["results"]:
         err.print("[red]fla-ascend bench: no case matched the selection (ops, shapes and modes)[/red]")
+        return 2
+    if all(r["skipped"] for r in artifact["results"]):
+        err.print("[red]fla-ascend bench: every case was skipped (see the note column): nothing was measured[/red]")
         return 2
     return 0
 

@@ -339,7 +339,7 @@ def run_suite(
                 bar.update(task, description=f"{op} {r['shape']} {mode} {r['provider']}")
                 _run_case(spec, r, inputs, ref, cots, timer, meta)
                 if progress:
-                    bar.console.print(_case_line(r))
+                    bar.console.print(_case_line(r), soft_wrap=True)  # one line per case, also in a log file
                 results.append(r)
                 bar.advance(task)
                 if on_case is not None:

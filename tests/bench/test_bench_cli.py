@@ -1,4 +1,5 @@
 """`fla-ascend bench` argument handling and exit status."""
+import pytest
 import json
 
 from fla_ascend import cli
@@ -91,3 +92,21 @@ def test_unwritable_output_path_refused_before_running(tmp_path, capsys, monkeyp
     out = tmp_path / "new" / "dir" / "x.md"
     assert cli.main(["bench", "--ops", "l2norm", "--markdown", str(out)]) == 2
     assert ran and out.parent.is_dir() and not out.exists()  # probed, then left for the writer
+
+
+def test_layer_refuses_suite_outputs(capsys):
+    """--layer prints its own table; --json was silently ignored with it (fresh-user trial)."""
+    assert cli.main(["bench", "--layer", "--json", "x.json"]) == 2
+    assert "--json is for the op suite" in capsys.readouterr().err
+
+
+def test_all_cases_skipped_is_not_success(capsys):
+    """A run that measured nothing (here: flash-linear-attention alone, not importable on the
+    CPU) exits 2, not 0."""
+    pytest.importorskip("triton")
+    from fla_ascend.bench import cases as C
+
+    if C.fla_available():
+        pytest.skip("flash-linear-attention is importable here")
+    assert cli.main(["bench", "--ops", "l2norm", "--providers", "fla", "--quick", "--no-progress"]) == 2
+    assert "every case was skipped" in capsys.readouterr().err
