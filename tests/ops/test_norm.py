@@ -150,3 +150,11 @@ def test_numpy_eps_accepted(device):
     x = torch.randn(3, 16, device=device)
     torch.testing.assert_close(l2norm(x, eps=np.float32(1e-6)), l2norm(x, eps=1e-6))
     torch.testing.assert_close(rms_norm_gated(x, x, None, eps=np.float32(1e-5)), rms_norm_gated(x, x, None, eps=1e-5))
+
+
+def test_fused_rms_norm_gated_names_the_input_dimension(device):
+    """A module built for D = 32 called on D = 48 blames x's dimension, not its own weight."""
+    norm = FusedRMSNormGated(32, device=device)
+    x = torch.randn(2, 48, device=device)
+    with pytest.raises(ValueError, match=r"^FusedRMSNormGated: x's last dimension must be hidden_size=32, got 48"):
+        norm(x, x)

@@ -297,6 +297,13 @@ class FusedRMSNormGated(nn.Module):
 
     def forward(self, x: torch.Tensor, g: torch.Tensor | None = None, residual=None, prenorm: bool = False,
                 residual_in_fp32: bool = False) -> torch.Tensor:
-        """``x``, ``g`` ``[..., hidden_size]`` -> ``[..., hidden_size]`` in ``x.dtype``."""
+        """``x``, ``g`` ``[..., hidden_size]`` -> ``[..., hidden_size]`` in ``x.dtype``.
+
+        Raises:
+            ValueError: ``x``'s last dimension is not ``hidden_size`` (else as :func:`rms_norm_gated`).
+        """
+        if isinstance(x, torch.Tensor) and x.dim() and x.shape[-1] != self.hidden_size:
+            raise ValueError(f"FusedRMSNormGated: x's last dimension must be hidden_size={self.hidden_size}, "
+                             f"got {x.shape[-1]} (x shape {tuple(x.shape)})")
         return rms_norm_gated(x, g, self.weight, self.bias, self.activation, residual, prenorm, residual_in_fp32,
                               self.eps)
