@@ -25,7 +25,7 @@ from fla_ascend.ops.gated_delta_rule import chunk_gated_delta_rule, fused_recurr
 from fla_ascend.ops.gated_delta_rule.reference import naive_recurrent_gated_delta_rule
 from fla_ascend.ops.norm import FusedRMSNormGated
 from fla_ascend.ops.norm.reference import rms_norm_gated_ref
-from fla_ascend.ops.utils.validation import check_tensor
+from fla_ascend.ops.utils.validation import check_tensor, op_errors
 
 
 @dataclass
@@ -74,9 +74,10 @@ class GatedDeltaNet(nn.Module):
                               head_k_dim=head_k_dim, head_v_dim=head_v_dim,
                               conv_kernel_size=conv_kernel_size).items():
             if not isinstance(val, int) or val <= 0:
-                raise ValueError(f"{name} must be a positive int, got {val!r}")
+                raise ValueError(f"GatedDeltaNet: {name} must be a positive int, got {val!r}")
         if num_v_heads % num_k_heads:
-            raise ValueError(f"num_v_heads ({num_v_heads}) must be a multiple of num_k_heads ({num_k_heads})")
+            raise ValueError(f"GatedDeltaNet: num_v_heads ({num_v_heads}) must be a multiple of num_k_heads "
+                             f"({num_k_heads})")
         fk = dict(device=device, dtype=dtype)
         self.hidden_size = hidden_size
         self.num_k_heads, self.num_v_heads = num_k_heads, num_v_heads
@@ -121,12 +122,13 @@ class GatedDeltaNet(nn.Module):
         return self.out_proj(o.reshape(B, T, self.value_dim))
 
     def _check_input(self, hidden_states, cu_seqlens):
-        check_tensor("hidden_states", hidden_states, shape=(None, None, self.hidden_size))
-        if hidden_states.dtype != self.conv1d.weight.dtype:
-            raise TypeError(f"hidden_states must have the layer's dtype {self.conv1d.weight.dtype}, "
-                            f"got {hidden_states.dtype}")
-        if cu_seqlens is not None and hidden_states.shape[0] != 1:
-            raise ValueError(f"with cu_seqlens hidden_states must have B == 1, got B={hidden_states.shape[0]}")
+        with op_errors("GatedDeltaNet"):
+            check_tensor("hidden_states", hidden_states, shape=(None, None, self.hidden_size))
+            if hidden_states.dtype != self.conv1d.weight.dtype:
+                raise TypeError(f"hidden_states must have the layer's dtype {self.conv1d.weight.dtype}, "
+                                f"got {hidden_states.dtype}")
+            if cu_seqlens is not None and hidden_states.shape[0] != 1:
+                raise ValueError(f"with cu_seqlens hidden_states must have B == 1, got B={hidden_states.shape[0]}")
 
     def init_cache(self, batch_size: int, device=None, dtype=None) -> GatedDeltaNetCache:
         """Zero states for ``batch_size`` sequences."""
@@ -194,13 +196,14 @@ class GatedDeltaNet(nn.Module):
             ``[N, 1, hidden_size]`` or ``[N, hidden_size]`` (the input's rank).
         """
         if not isinstance(cache, GatedDeltaNetCache):
-            raise TypeError(f"step needs the cache from init_cache() or forward(..., use_cache=True), "
+            raise TypeError(f"GatedDeltaNet.step needs the cache from init_cache() or forward(..., use_cache=True), "
                             f"got {type(cache).__name__}")
         squeeze = hidden_states.dim() == 2
         x = hidden_states[:, None] if squeeze else hidden_states
         self._check_input(x, None)
         if x.shape[1] != 1:
-            raise ValueError(f"step takes one token per sequence, got hidden_states of shape {tuple(hidden_states.shape)}")
+            raise ValueError(f"GatedDeltaNet.step takes one token per sequence, got hidden_states of shape "
+                             f"{tuple(hidden_states.shape)}")
         mixed_qkv, z, b, a = self._project(x)
         y, _ = causal_conv1d_update(mixed_qkv[:, 0], cache.conv_state, weight=self.conv1d.weight, activation="silu")
         q, k, v = self._split_qkv(y[:, None])

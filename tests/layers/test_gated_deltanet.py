@@ -154,20 +154,20 @@ def test_bench_layer_smoke(device):
 
 def test_layer_bad_input(device):
     m = _layer(device)
-    with pytest.raises(ValueError, match="hidden_states must have shape"):
+    with pytest.raises(ValueError, match="^GatedDeltaNet: hidden_states must have shape"):
         m(torch.randn(2, 5, 32, device=device))
-    with pytest.raises(ValueError, match="B == 1"):
+    with pytest.raises(ValueError, match="^GatedDeltaNet: .*B == 1"):
         m(torch.randn(2, 5, 64, device=device), cu_seqlens=torch.tensor([0, 5], device=device))
-    with pytest.raises(ValueError, match="multiple of num_k_heads"):
+    with pytest.raises(ValueError, match="^GatedDeltaNet: .*multiple of num_k_heads"):
         GatedDeltaNet(num_k_heads=3, num_v_heads=4)
     cache = m.init_cache(2)
-    with pytest.raises(ValueError, match="one token"):
+    with pytest.raises(ValueError, match="^GatedDeltaNet.step takes one token"):
         m.step(torch.randn(2, 3, 64, device=device), cache)
 
 
 def test_step_and_dtype_errors(device):
     m = _layer(device)
-    with pytest.raises(TypeError, match="step needs the cache"):
+    with pytest.raises(TypeError, match="^GatedDeltaNet.step needs the cache"):
         m.step(torch.randn(2, 64, device=device), None)
-    with pytest.raises(TypeError, match="hidden_states must have the layer's dtype"):
+    with pytest.raises(TypeError, match="^GatedDeltaNet: hidden_states must have the layer's dtype"):
         m(torch.randn(1, 8, 64, device=device, dtype=torch.float16))
