@@ -26,6 +26,22 @@ MAX_D = 8192
 _TILE_ELEMS = 4096
 
 
+def check_rows(x: object) -> int:
+    """``x`` of a row-wise norm: a float tensor ``[..., D]`` with ``1 <= D <= MAX_D``; returns ``D``.
+
+    Raises:
+        TypeError: not a float tensor.
+        ValueError: no dimension, or ``D`` out of range.
+    """
+    check_tensor("x", x)
+    if x.dim() == 0:
+        raise ValueError("x must have at least 1 dimension [..., D], got a 0-dim tensor")
+    D = x.shape[-1]
+    if not 1 <= D <= MAX_D:
+        raise ValueError(f"x's last dimension D must be in [1, {MAX_D}], got {D}")
+    return D
+
+
 def row_block(D: int) -> tuple[int, int]:
     """``(BM, BD)``: rows per task and the padded row width for a row length ``D``."""
     BD = triton.next_power_of_2(D)
@@ -157,12 +173,7 @@ def l2norm(x: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
             has 2**31 elements or more.
     """
     with op_errors("l2norm"):
-        check_tensor("x", x)
-        if x.dim() == 0:
-            raise ValueError("x must have at least 1 dimension [..., D], got a 0-dim tensor")
-        D = x.shape[-1]
-        if not 1 <= D <= MAX_D:
-            raise ValueError(f"x's last dimension D must be in [1, {MAX_D}], got {D}")
+        check_rows(x)
         eps = check_eps(eps)
         check_int32_offsets("x", x.numel())
     if x.numel() == 0:

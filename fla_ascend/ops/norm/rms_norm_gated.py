@@ -13,7 +13,7 @@ import triton
 import triton.language as tl
 
 from fla_ascend.backend import launch_options
-from fla_ascend.ops.norm.l2norm import MAX_D, row_block
+from fla_ascend.ops.norm.l2norm import MAX_D, check_rows, row_block
 from fla_ascend.ops.utils.autograd import kernel_backward
 from fla_ascend.ops.utils.validation import check_eps, check_same_device, check_tensor, op_errors
 from fla_ascend.tiling import check_int32_offsets, task_plan
@@ -235,12 +235,7 @@ def rms_norm_gated(
     with op_errors("rms_norm_gated"):
         if activation not in GATE_ACTIVATIONS:
             raise ValueError(f"activation must be one of {GATE_ACTIVATIONS}, got {activation!r}")
-        check_tensor("x", x)
-        if x.dim() == 0:
-            raise ValueError("x must have at least 1 dimension [..., D], got a 0-dim tensor")
-        D = x.shape[-1]
-        if not 1 <= D <= MAX_D:
-            raise ValueError(f"x's last dimension D must be in [1, {MAX_D}], got {D}")
+        D = check_rows(x)
         if g is not None:
             check_tensor("g", g)
             if g.shape != x.shape:
