@@ -8,16 +8,7 @@
 # run cut short keeps what it measured; prints a compact table at the end. Extra arguments go
 # to benchmarks/run_all.py (--ops, --shapes, --modes, --providers, --dtype, --timeout, --budget).
 set -uo pipefail
-root=$(cd "$(dirname "$0")/.." && pwd)
-cd "$root"
-OUT=${OUT:-$root/out}
-mkdir -p "$OUT"
-PY=${PYTHON:-python3}
-if ls .whl/*.whl >/dev/null 2>&1 && ! PYTHONPATH=.site "$PY" -c "import fla" >/dev/null 2>&1; then
-  "$PY" -m pip install -q --no-index --no-deps --target .site .whl/*.whl \
-    || echo "warning: could not install the carried wheel; fla provider left out" >&2
-fi
-export PYTHONPATH="$root/.site:$root${PYTHONPATH:+:$PYTHONPATH}"
+GPU_ENV_NEEDS=fla source "$(dirname "$0")/gpu_env.sh"
 "$PY" -c "import fla_ascend, torch, triton; print('torch', torch.__version__, 'triton', triton.__version__, 'device', fla_ascend.backend.device_type())"
 "$PY" -c "import fla; print('fla importable')" 2>/dev/null || echo "fla not importable: provider left out"
 "$PY" benchmarks/run_all.py --out "$OUT" "$@"

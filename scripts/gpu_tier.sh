@@ -12,17 +12,8 @@
 #   bash scripts/gpu_tier.sh                 # all three parts
 #   PARTS=1 bash scripts/gpu_tier.sh         # only the main part (PARTS=13, 2, ...)
 set -uo pipefail
-root=$(cd "$(dirname "$0")/.." && pwd)
-cd "$root"
-OUT=${OUT:-$root/out}
-mkdir -p "$OUT"
-PY=${PYTHON:-python3}
+GPU_ENV_NEEDS="fla, xdist" source "$(dirname "$0")/gpu_env.sh"
 PARTS=${PARTS:-123}
-if ls .whl/*.whl >/dev/null 2>&1 && ! PYTHONPATH=.site "$PY" -c "import fla, xdist" >/dev/null 2>&1; then
-  "$PY" -m pip install -q --no-index --no-deps --target .site .whl/*.whl \
-    || echo "warning: could not install the carried wheels (.whl/)" >&2
-fi
-export PYTHONPATH="$root/.site:$root${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
 workers=()
 "$PY" -c "import xdist" >/dev/null 2>&1 && workers=(-n "${GPU_TIER_WORKERS:-4}")
 common=(-m gpu tests -p no:cacheprovider -o addopts= -rfE)
