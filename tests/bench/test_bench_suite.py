@@ -180,24 +180,29 @@ def test_op_call_runs_the_suites_call():
         suite.resolve_case("fused_recurrent_gated_delta_rule", None, "fwdbwd")
 
 
-def test_conv_tile_ab_script(tmp_path):
-    """benchmarks/tune_conv_tiles.py: each variant goes through the suite's gate; the shipped
-    tile is restored afterwards; a malformed variant is refused."""
+@pytest.mark.parametrize("op, variant, module, attr", [
+    ("causal_conv1d", "16x32w2", "fla_ascend.ops.causal_conv1d.conv", "_tiles"),
+    ("fused_recurrent_gated_delta_rule", "16w2", "fla_ascend.ops.gated_delta_rule.fused_recurrent", "_recurrent_bv"),
+    ("rms_norm_gated", "4w2", "fla_ascend.ops.norm.rms_norm_gated", "row_block"),
+])
+def test_tile_ab_script(tmp_path, op, variant, module, attr):
+    """benchmarks/tune_tiles.py: each variant goes through the suite's gate; the shipped tile
+    function is restored afterwards; a malformed variant is refused."""
+    import importlib
     import importlib.util
     from pathlib import Path
 
-    from fla_ascend.ops.causal_conv1d import conv
-
-    path = Path(__file__).resolve().parents[2] / "benchmarks" / "tune_conv_tiles.py"
-    spec = importlib.util.spec_from_file_location("tune_conv_tiles", path)
+    path = Path(__file__).resolve().parents[2] / "benchmarks" / "tune_tiles.py"
+    spec = importlib.util.spec_from_file_location("tune_tiles", path)
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
-    before = conv._tiles
-    assert mod.main(["--quick", "--variants", "16x32w2", "--out", str(tmp_path)]) == 0
-    assert conv._tiles is before
-    art = json.loads((tmp_path / "conv_tiles.json").read_text())["16x32w2"]
+    target = importlib.import_module(module)
+    before = getattr(target, attr)
+    assert mod.main(["--op", op, "--quick", "--variants", variant, "--out", str(tmp_path)]) == 0
+    assert getattr(target, attr) is before
+    art = json.loads((tmp_path / f"{op}_tiles.json").read_text())[variant]
     assert art["results"] and all(r["correct"] for r in art["results"])
-    assert mod.main(["--variants", "3x4w4", "--out", str(tmp_path)]) == 2
+    assert mod.main(["--op", op, "--variants", "3x4w4", "--out", str(tmp_path)]) == 2
 
 
 def test_wy_slab_ab_script(capsys, monkeypatch):

@@ -1,0 +1,157 @@
+"""A/B of a memory-bound op's off-NPU tile and warp count, in one run.
+
+Every variant runs the benchmark suite (``fla-ascend bench``'s protocol: the correctness gate
+against the fp32 reference first, then the median time, peak memory and achieved GB/s) on the
+op's anchor shapes. Only the tile choice differs between variants: the op's tile function and
+its launches' ``num_warps`` are patched for the run and restored afterwards. NPU tiles come from
+the UB model and are not touched.
+
+Ops and their variant syntax (the first default variant is the shipped choice):
+
+- ``causal_conv1d``: ``BTxBDwNW`` (token tile x channel tile, warps); conv anchors, fwd and fwd+bwd.
+- ``fused_recurrent_gated_delta_rule``: ``BVwNW`` (value slice of the state, warps); decode anchors.
+- ``l2norm``, ``rms_norm_gated``: ``BMwNW`` (rows per task, warps); GatedDeltaNet anchors, fwd and
+  fwd+bwd.
+
+    python3 benchmarks/tune_tiles.py --op causal_conv1d [--out DIR] [--variants 64x128w4,128x128w8]
+    python3 benchmarks/tune_tiles.py --op fused_recurrent_gated_delta_rule --variants 32w4,16w2
+    python3 benchmarks/tune_tiles.py --op causal_conv1d --quick --variants 16x32w2   # CPU smoke run
+
+Writes ``DIR/<op>_tiles.json`` (one suite artifact per variant) and ``DIR/<op>_tiles.md``.
+"""
+import argparse
+import importlib
+import json
+import os
+import re
+import sys
+from contextlib import contextmanager
+from pathlib import Path
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+
+from fla_ascend import backend  # noqa: E402  (before triton: it decides interpreter mode)
+import triton  # noqa: E402
+
+from fla_ascend.bench import report, suite  # noqa: E402
+
+# The modules (their packages re-export functions of the same names).
+conv = importlib.import_module("fla_ascend.ops.causal_conv1d.conv")
+fused_recurrent = importlib.import_module("fla_ascend.ops.gated_delta_rule.fused_recurrent")
+l2norm = importlib.import_module("fla_ascend.ops.norm.l2norm")
+rms_norm_gated = importlib.import_module("fla_ascend.ops.norm.rms_norm_gated")
+
+
+@contextmanager
+def _patched(module, **attrs):
+    """Set ``module.<name> = value`` for each of ``attrs`` while the block runs."""
+    saved = {name: getattr(module, name) for name in attrs}
+    for name, value in attrs.items():
+        setattr(module, name, value)
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            setattr(module, name, value)
+
+
+def _warps(n: int):
+    """A ``launch_options`` that gives every launch of a module ``n`` warps."""
+    return lambda num_warps=4, **kw: backend.launch_options(num_warps=n, **kw)
+
+
+@contextmanager
+def _conv_tile(BT: int, BD: int, nw: int):
+    with _patched(conv, _tiles=lambda D: (BT, min(BD, triton.next_power_of_2(D))), launch_options=_warps(nw)):
+        yield
+
+
+@contextmanager
+def _decode_tile(BV: int, nw: int):
+    with _patched(fused_recurrent, _recurrent_bv=lambda V: min(BV, triton.next_power_of_2(V)),
+                  launch_options=_warps(nw)):
+        yield
+
+
+@contextmanager
+def _norm_tile(BM: int, nw: int):
+    def row_block(D):
+        return BM, triton.next_power_of_2(D)
+    with _patched(l2norm, row_block=row_block, launch_options=_warps(nw)), \
+            _patched(rms_norm_gated, row_block=row_block, launch_options=_warps(nw)):
+        yield
+
+
+TARGETS = {
+    # op: (tile parameters, patch, shapes, modes, default variants)
+    "causal_conv1d": (("BT", "BD"), _conv_tile, "conv-anchors", ["fwd", "fwdbwd"],
+                      ["64x128w4", "128x128w4", "128x128w8", "256x64w4", "32x256w4", "64x256w8", "256x128w8"]),
+    "fused_recurrent_gated_delta_rule": (("BV",), _decode_tile, "decode-anchors", ["fwd"],
+                                         ["32w4", "16w4", "16w2", "32w2", "32w8", "64w4", "64w8"]),
+    "l2norm": (("BM",), _norm_tile, "gdn-anchors", ["fwd", "fwdbwd"], ["32w4", "8w4", "16w4", "64w4", "64w8"]),
+    "rms_norm_gated": (("BM",), _norm_tile, "gdn-anchors", ["fwd", "fwdbwd"], ["32w4", "8w4", "16w4", "64w4", "64w8"]),
+}
+"""The shipped tiles: conv ``[64, 128]`` 4 warps; decode ``BV = 32`` 4 warps; norms ``4096 / BD``
+rows (32 at ``D = 128``), 4 warps."""
+
+
+def parse_variant(op: str, text: str) -> tuple[int, ...]:
+    """``"128x64w8"`` -> ``(128, 64, 8)`` for an op with two tile parameters; powers of two only.
+
+    Raises:
+        ValueError: not of the op's form, or a value that is not a power of two.
+    """
+    params = TARGETS[op][0]
+    form = "x".join(params) + "wNUM_WARPS"
+    m = re.fullmatch(r"x".join([r"(\d+)"] * len(params)) + r"w(\d+)", text.strip())
+    if not m:
+        raise ValueError(f"variant {text!r}: expected {form} for {op}")
+    vals = tuple(int(g) for g in m.groups())
+    if any(v < 1 or v & (v - 1) for v in vals):
+        raise ValueError(f"variant {text!r}: {', '.join(params)} and num_warps must be powers of two, got {vals}")
+    return vals
+
+
+def run_variant(op: str, vals: tuple[int, ...], quick: bool) -> dict:
+    """The suite's artifact for ``op`` on its anchors with the tile and warps ``vals``."""
+    _, patch, shapes, modes, _ = TARGETS[op]
+    with patch(*vals):
+        return suite.run_suite(ops=[op], shapes=shapes, modes=modes, providers=["fla_ascend"], quick=quick,
+                               progress=False, measure_peaks=not quick)
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--op", required=True, choices=sorted(TARGETS))
+    p.add_argument("--out", default=os.environ.get("OUT", "out"))
+    p.add_argument("--variants", help="comma-separated variants (default: the op's list, shipped one first)")
+    p.add_argument("--quick", action="store_true", help="short timing; on the CPU, small shapes")
+    args = p.parse_args(argv)
+    spec = args.variants.split(",") if args.variants else TARGETS[args.op][4]
+    try:
+        variants = [(v.strip(), parse_variant(args.op, v)) for v in spec if v.strip()]
+    except ValueError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    arts, lines = {}, []
+    for name, vals in variants:
+        art = run_variant(args.op, vals, args.quick)
+        arts[name] = art
+        head, rows = report.table_rows(art, short=True)  # the suite's own columns, a variant column first
+        if not lines:
+            lines = ["| variant | " + " | ".join(head) + " |", "|" + "---|" * (len(head) + 1)]
+        for cells in rows:
+            lines.append(f"| {name} | " + " | ".join(cells) + " |")
+            print(lines[-1], flush=True)
+        (out / f"{args.op}_tiles.json").write_text(json.dumps(arts, indent=1, default=str) + "\n")
+        (out / f"{args.op}_tiles.md").write_text("\n".join(lines) + "\n")
+    bad = [n for n, a in arts.items() if any(not r["correct"] for r in a["results"])]
+    if bad:
+        print(f"variants with a failed gate: {', '.join(bad)}")
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
