@@ -19,6 +19,8 @@ Ops and their variant syntax (the first default variant is the shipped choice):
 
 Writes ``DIR/<op>_tiles.json`` (one suite artifact per variant) and ``DIR/<op>_tiles.md``.
 """
+from __future__ import annotations
+
 import argparse
 import importlib
 import json
@@ -112,9 +114,12 @@ def parse_variant(op: str, text: str) -> tuple[int, ...]:
     return vals
 
 
-def run_variant(op: str, vals: tuple[int, ...], quick: bool) -> dict:
-    """The suite's artifact for ``op`` on its anchors with the tile and warps ``vals``."""
-    _, patch, shapes, modes, _ = TARGETS[op]
+def run_variant(op: str, vals: tuple[int, ...], quick: bool, shapes: str | None = None,
+                modes: list[str] | None = None) -> dict:
+    """The suite's artifact for ``op`` with the tile and warps ``vals``, on ``shapes`` and ``modes``
+    (default: the op's anchors and modes in :data:`TARGETS`)."""
+    _, patch, anchor_shapes, anchor_modes, _ = TARGETS[op]
+    shapes, modes = shapes or anchor_shapes, modes or anchor_modes
     with patch(*vals):
         return suite.run_suite(ops=[op], shapes=shapes, modes=modes, providers=["fla_ascend"], quick=quick,
                                progress=False, measure_peaks=not quick)
@@ -125,6 +130,8 @@ def main(argv=None) -> int:
     p.add_argument("--op", required=True, choices=sorted(TARGETS))
     p.add_argument("--out", default=os.environ.get("OUT", "out"))
     p.add_argument("--variants", help="comma-separated variants (default: the op's list, shipped one first)")
+    p.add_argument("--shapes", help="';'-separated shapes as in fla-ascend bench (default: the op's anchors)")
+    p.add_argument("--modes", help="fwd,fwdbwd (default: the op's)")
     p.add_argument("--quick", action="store_true", help="short timing; on the CPU, small shapes")
     args = p.parse_args(argv)
     spec = args.variants.split(",") if args.variants else TARGETS[args.op][4]
@@ -137,7 +144,7 @@ def main(argv=None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     arts, lines = {}, []
     for name, vals in variants:
-        art = run_variant(args.op, vals, args.quick)
+        art = run_variant(args.op, vals, args.quick, args.shapes, args.modes.split(",") if args.modes else None)
         arts[name] = art
         head, rows = report.table_rows(art, short=True)  # the suite's own columns, a variant column first
         if not lines:
