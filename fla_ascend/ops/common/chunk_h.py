@@ -198,7 +198,7 @@ def _chunk_bwd_dh_task(
         p_v = (t0 * HV + i_hv) * V + o_t[:, None] * (HV * V) + o_v[None, :]
         m_tv = m_t[:, None] & m_v[None, :]
         b_dv = tl.load(dv_local + p_v, mask=m_tv, other=0.0) + tl.dot(b_kd, b_dh.to(b_k.dtype))  # [BT, BV]
-        tl.store(dv_new + p_v, b_dv, mask=m_tv)
+        tl.store(dv_new + p_v, b_dv.to(dv_new.dtype.element_ty), mask=m_tv)
         b_q = tl.load(q + p_qk, mask=m_tk, other=0.0)  # [BT, BK]
         b_qd = (b_q * (tl.exp(b_g) * scale)[:, None]).to(b_q.dtype)
         b_do = tl.load(do + p_v, mask=m_tv, other=0.0)  # [BT, BV]
@@ -244,6 +244,7 @@ def chunk_bwd_dh(
     need_dh0: bool,
     cu_seqlens: torch.Tensor | None = None,
     chunk_offsets: torch.Tensor | None = None,
+    dv_dtype: torch.dtype = torch.float32,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
     """Reverse state recurrence of the backward pass.
 
@@ -257,16 +258,18 @@ def chunk_bwd_dh(
         do: ``[B, T, HV, V]``; dv_local: ``[B, T, HV, V]`` fp32 (in-chunk part of dv').
         dht: ``[N, HV, K, V]`` gradient of the final state, or ``None``.
         need_dh0: return the gradient of the initial state.
+        dv_dtype: the dtype ``dv_new`` is stored in: its consumers' operand dtype
+            (:func:`fla_ascend.ops.common.wy.wy_bwd_operand_dtype`; both feed it only to dots).
 
     Returns:
         ``(dh, dv_new, dh0)``: ``dh`` ``[n_chunks, HV, K, V]`` in k's dtype (gradient of the state
-        after each chunk), ``dv_new`` ``[B, T, HV, V]`` fp32 (full gradient of v'), ``dh0``
+        after each chunk), ``dv_new`` ``[B, T, HV, V]`` in ``dv_dtype`` (full gradient of v'), ``dh0``
         ``[N, HV, K, V]`` fp32 or ``None``.
     """
     B, T, H, K = k.shape
     HV, V = do.shape[2], do.shape[3]
     dh = torch.empty(n_chunks, HV, K, V, dtype=k.dtype, device=k.device)
-    dv_new = torch.empty(B, T, HV, V, dtype=torch.float32, device=k.device)
+    dv_new = torch.empty(B, T, HV, V, dtype=dv_dtype, device=k.device)
     dh0 = torch.empty(N, HV, K, V, dtype=torch.float32, device=k.device) if need_dh0 else None
     BV, multibuffer = _state_bv(N, HV, K, V, BWD_DH_TILES, chunk_size, k)
     n_tasks = N * HV * triton.cdiv(V, BV)

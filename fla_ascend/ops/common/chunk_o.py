@@ -234,7 +234,7 @@ def _chunk_bwd_dqkwg_task(
         p_v = (t0 * HV + i_hv) * V + o_t[:, None] * (HV * V) + o_v[None, :]
         b_do = tl.load(do + p_v, mask=m_tv, other=0.0)  # [BT, BV]
         b_vn = tl.load(v_new + p_v, mask=m_tv, other=0.0)  # [BT, BV]
-        b_dvn = tl.load(dv_new + p_v, mask=m_tv, other=0.0)  # [BT, BV] fp32
+        b_dvn = tl.load(dv_new + p_v, mask=m_tv, other=0.0)  # [BT, BV], fp32 or the input dtype
         b_dS += tl.dot(b_do + 0.0, tl.trans(b_vn))  # copy: b_do is read again (docs/ascend-rules.md, R7)
         b_dq += tl.dot(b_do, tl.trans(b_h))
         b_dk += tl.dot(b_vn, tl.trans(b_dh))

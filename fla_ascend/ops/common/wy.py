@@ -67,11 +67,12 @@ def wy_dot(a, b, dt, DOT_PRECISION: tl.constexpr):
 
 
 def wy_bwd_operand_dtype(dtype: torch.dtype) -> torch.dtype:
-    """The dtype in which ``Ai`` and ``dw`` reach the WY backward's dots, and so the dtype they
-    are stored in: ``dtype`` (the op's input dtype) when that stage's dot precision is
+    """The dtype in which ``Ai``, ``dw`` and ``dv'`` reach the WY backward's dots, and so the
+    dtype they are stored in: ``dtype`` (the op's input dtype) when that stage's dot precision is
     ``"input"`` (:func:`fla_ascend.ops.common.tiles.dot_precision`: bf16 on CUDA), because
-    :func:`wy_dot` casts every operand to it before the dot and neither is used outside a dot
-    (the same bits at half the bytes); float32 otherwise."""
+    :func:`wy_dot` casts every operand to it before the dot and none is used outside a dot (the
+    same bits at half the bytes; ``dv'``'s other reader, the dq/dk/dw stage, casts it to the
+    input dtype before its dot as well); float32 otherwise."""
     return dtype if dot_precision("wy_bwd", dtype) == "input" else torch.float32
 
 
@@ -294,7 +295,7 @@ def _chunk_wy_bwd_task(
         m_tv = m_t[:, None] & (o_v < V)[None, :]
         p_v = (t0 * HV + i_hv) * V + o_t[:, None] * (HV * V) + o_v[None, :]
         b_v = tl.load(v + p_v, mask=m_tv, other=0.0).to(tl.float32)  # [BT, BV]
-        b_du = tl.load(du + p_v, mask=m_tv, other=0.0)  # [BT, BV] fp32
+        b_du = tl.load(du + p_v, mask=m_tv, other=0.0)  # [BT, BV], read only by dots
         b_dAi += wy_dot(b_du + 0.0, tl.trans(b_v * b_beta[:, None]), dt, DOT_PRECISION)
         b_dY = wy_dot(tl.trans(b_Ai), b_du, dt, DOT_PRECISION)  # [BT, BV]
         b_dbeta += tl.sum(b_dY * b_v, 1)
@@ -369,7 +370,7 @@ def chunk_wy_bwd(
         k: ``[B, T, H, K]``; v: ``[B, T, HV, V]``; g_cum, beta_t: ``[HV, B * T]`` fp32;
         Ai: ``[B, T, HV, BT]`` from :func:`chunk_wy_fwd`; dw: ``[B, T, HV, K]``; both in
         :func:`wy_bwd_operand_dtype` of k's dtype;
-        du: ``[B, T, HV, V]`` fp32 (the gradient of ``v'``); dk_in: ``[B, T, HV, K]`` fp32, the
+        du: ``[B, T, HV, V]`` (the gradient of ``v'``), fp32 or :func:`wy_bwd_operand_dtype`; dk_in: ``[B, T, HV, K]`` fp32, the
         other stages' dk, to which this stage's part is added; dg_parts:
         ``[NK + 1, HV, B * T]``, whose last row this stage writes.
         dk_dtype: the dtype of the returned ``dk``: float32 writes the sum in place into

@@ -84,7 +84,8 @@ def chunk_gated_delta_rule_bwd(
     del u
     dv_local = chunk_bwd_dv_local(q, k, g_cum, do, scale, chunk_size, n_chunks, **idx)
     dh, dv_new, dh0 = chunk_bwd_dh(q, k, w, g_cum, do, dv_local, scale, chunk_size, n_chunks, N, dht,
-                                   initial_state is not None, cu_seqlens, chunk_offsets)
+                                   initial_state is not None, cu_seqlens, chunk_offsets,
+                                   dv_dtype=wy_bwd_operand_dtype(k.dtype))
     del w, dv_local
     # Without GVA dq and dk leave their last stage in the input dtype; with it they stay fp32
     # per value head until the group sum below.
