@@ -38,7 +38,7 @@ def npu_tiles(tiles, chunk_size: int, x: torch.Tensor, candidates: dict, **fixed
 
 CUDA_LAUNCH = {
     # stage: launch options and dot precision on CUDA (measured on the H200: see cases.md)
-    "wy_fwd": {"num_warps": 4, "num_stages": 1, "precision": "tf32x3"},
+    "wy_fwd": {"num_warps": 4, "num_stages": 1, "precision": "tf32"},
     "wy_bwd": {"num_warps": 4, "num_stages": 2, "precision": "input"},
     "chunk_h": {"num_warps": 4, "num_stages": 2, "bv": (64, 32)},
     "chunk_o": {"num_warps": 4, "num_stages": 3},
@@ -61,16 +61,19 @@ def dot_precision(stage: str, dtype: torch.dtype) -> str:
     """``input_precision`` of a WY stage's fp32 x fp32 dots for inputs of ``dtype``.
 
     On CUDA the table's choice: ``tf32x3`` (three tf32 products, near-fp32 error), ``tf32``
-    (one pass), or ``input``: both operands are cast to bfloat16 and multiplied on the tensor
-    cores with fp32 accumulation, as flash-linear-attention's WY stages do. ``input`` applies
-    to bfloat16 inputs only: float32 callers keep fp32 accuracy and float16 would overflow
-    above 65504 (gradients under loss scaling), so both fall back to ``tf32x3``. Elsewhere,
+    (one pass, a 10-bit mantissa), or ``input``: both operands are cast to bfloat16 and
+    multiplied on the tensor cores with fp32 accumulation, as flash-linear-attention's WY
+    stages do. float32 inputs always get ``tf32x3`` (fp32 callers keep fp32 accuracy); ``input``
+    applies to bfloat16 inputs only, float16 falls back to ``tf32x3`` because a cast fp32
+    gradient can exceed 65504 under loss scaling. Elsewhere,
     and under the interpreter on any host, ``ieee`` (the Ascend cube and the interpreter
     multiply fp32 exactly). Kernels apply it through :func:`fla_ascend.ops.common.wy.wy_dot`.
     """
     if backend.device_type() != "cuda" or backend.is_interpreter():
         return "ieee"
     precision = CUDA_LAUNCH[stage].get("precision", "ieee")
+    if dtype == torch.float32 and precision != "ieee":
+        return "tf32x3"
     if precision == "input" and dtype != torch.bfloat16:
         return "tf32x3"
     return precision
