@@ -77,7 +77,7 @@ def _decode_tile(BV: int, nw: int):
 
 @contextmanager
 def _norm_tile(BM: int, nw: int):
-    def row_block(D):
+    def row_block(D, *args, **kwargs):
         return BM, triton.next_power_of_2(D)
     with _patched(l2norm, row_block=row_block, launch_options=_warps(nw)), \
             _patched(rms_norm_gated, row_block=row_block, launch_options=_warps(nw)):

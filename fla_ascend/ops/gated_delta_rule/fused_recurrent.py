@@ -89,6 +89,11 @@ def fused_recurrent_gated_delta_rule_kernel(
                               USE_GATE, HAS_DT_BIAS, IS_VARLEN)
 
 
+CUDA_WARPS = 2
+"""Warps per program on CUDA. H200 A/B (``benchmarks/tune_tiles.py``, cases.md): with ``BV = 32``,
+2 warps reach 83-84% (B64) and 92% (B256) of copy bandwidth at T = 1, 4 warps 76% / 82%."""
+
+
 def _recurrent_bv(V: int) -> int:
     """``BV``: 32 on CUDA (enough programs to saturate HBM at decode batch sizes), else up to 64."""
     return min(32 if backend.device_type() == "cuda" else 64, triton.next_power_of_2(V))
@@ -146,6 +151,6 @@ def fused_recurrent_gated_delta_rule(
         USE_INITIAL_STATE=x.initial_state is not None, STORE_FINAL_STATE=output_final_state,
         USE_QK_L2NORM=use_qk_l2norm_in_kernel, USE_GATE=x.A_log is not None, HAS_DT_BIAS=x.dt_bias is not None,
         IS_VARLEN=x.cu_seqlens is not None, TASK_LOOP=plan.task_loop,
-        **launch_options(num_warps=4),
+        **launch_options(num_warps=CUDA_WARPS),
     )
     return o, ht

@@ -12,6 +12,7 @@ import torch
 import triton
 import triton.language as tl
 
+from fla_ascend import backend
 from fla_ascend.backend import launch_options
 from fla_ascend.ops.utils.autograd import kernel_backward
 from fla_ascend.ops.utils.validation import check_eps, check_tensor, op_errors
@@ -24,6 +25,9 @@ MAX_D = 8192
 # each charged twice by Ascend's automatic multibuffer: 3 x 8192 x 4 B x 2 = 192 KiB would be the
 # whole UB of an A2/A3 vector core (docs/ascend-rules.md, R4), so tiles stay at 4096 elements where D allows.
 _TILE_ELEMS = 4096
+_CUDA_TILE_ELEMS = 1024
+"""l2norm's tile on CUDA: H200 A/B (``benchmarks/tune_tiles.py``, cases.md) at B8 T2048 H32 K128:
+8 rows (1024 elements) 0.069 ms forward, 0.260 ms forward+backward; 32 rows 0.122 / 0.456 ms."""
 
 
 def check_rows(x: object) -> int:
@@ -42,10 +46,12 @@ def check_rows(x: object) -> int:
     return D
 
 
-def row_block(D: int) -> tuple[int, int]:
-    """``(BM, BD)``: rows per task and the padded row width for a row length ``D``."""
+def row_block(D: int, cuda_tile_elems: int = _TILE_ELEMS) -> tuple[int, int]:
+    """``(BM, BD)``: rows per task and the padded row width for a row length ``D``; a task holds
+    about ``_TILE_ELEMS`` elements (the UB budget above), or ``cuda_tile_elems`` on a CUDA GPU."""
     BD = triton.next_power_of_2(D)
-    BM = max(1, _TILE_ELEMS // BD)
+    elems = cuda_tile_elems if backend.device_type() == "cuda" and not backend.is_interpreter() else _TILE_ELEMS
+    BM = max(1, elems // BD)
     return BM, BD
 
 
@@ -109,7 +115,7 @@ def l2norm_fwd(x: torch.Tensor, eps: float) -> tuple[torch.Tensor, torch.Tensor]
     """Launch the forward on ``x`` ``[M, D]`` (contiguous). Returns ``(y [M, D] in x.dtype,
     rstd [M] float32)``."""
     M, D = x.shape
-    BM, BD = row_block(D)
+    BM, BD = row_block(D, _CUDA_TILE_ELEMS)
     y = torch.empty_like(x)
     rstd = torch.empty(M, dtype=torch.float32, device=x.device)
     plan = task_plan(triton.cdiv(M, BM), "vector")
@@ -124,7 +130,7 @@ def l2norm_bwd(x: torch.Tensor, rstd: torch.Tensor, dy: torch.Tensor) -> torch.T
     """Launch the backward: ``x``, ``dy`` ``[M, D]`` contiguous, ``rstd`` ``[M]`` float32.
     Returns ``dx`` ``[M, D]`` in ``x.dtype``."""
     M, D = x.shape
-    BM, BD = row_block(D)
+    BM, BD = row_block(D, _CUDA_TILE_ELEMS)
     dx = torch.empty_like(x)
     plan = task_plan(triton.cdiv(M, BM), "vector")
     l2norm_bwd_kernel[plan.grid](
