@@ -6,9 +6,10 @@ op's anchor shapes. Only the tile choice differs between variants: the op's tile
 its launches' ``num_warps`` are patched for the run and restored afterwards. NPU tiles come from
 the UB model and are not touched.
 
-Ops and their variant syntax (the first default variant is the shipped choice):
+Ops and their variant syntax (each op's default list starts with its tile before the H200 A/B):
 
-- ``causal_conv1d``: ``BTxBDwNW`` (token tile x channel tile, warps); conv anchors, fwd and fwd+bwd.
+- ``causal_conv1d``: ``BTxBDwNW`` (token tile x channel tile, warps of the forward and the backward
+  sequence kernels); conv anchors, fwd and fwd+bwd (the backward's time is the difference).
 - ``fused_recurrent_gated_delta_rule``: ``BVwNW`` (value slice of the state, warps); decode anchors.
 - ``l2norm``, ``rms_norm_gated``: ``BMwNW`` (rows per task, warps); GatedDeltaNet anchors, fwd and
   fwd+bwd.
@@ -64,7 +65,7 @@ def _warps(n: int):
 
 @contextmanager
 def _conv_tile(BT: int, BD: int, nw: int):
-    with _patched(conv, _tiles=lambda D: (BT, min(BD, triton.next_power_of_2(D))), launch_options=_warps(nw)):
+    with _patched(conv, CUDA_TILES={"fwd": (BT, BD, nw), "bwd": (BT, BD, nw)}):  # both directions
         yield
 
 
@@ -93,8 +94,9 @@ TARGETS = {
     "l2norm": (("BM",), _norm_tile, "gdn-anchors", ["fwd", "fwdbwd"], ["32w4", "8w4", "16w4", "64w4", "64w8"]),
     "rms_norm_gated": (("BM",), _norm_tile, "gdn-anchors", ["fwd", "fwdbwd"], ["32w4", "8w4", "16w4", "64w4", "64w8"]),
 }
-"""The shipped tiles: conv ``[64, 128]`` 4 warps; decode ``BV = 32`` 4 warps; norms ``4096 / BD``
-rows (32 at ``D = 128``), 4 warps."""
+"""The default variant lists start with the tiles shipped before the 2026-11-30 A/B (conv ``[64, 128]``
+4 warps, decode ``BV = 32`` 4 warps, norms 32 rows at ``D = 128``, 4 warps); what ships now is in
+each op's module (``conv.CUDA_TILES``, ``fused_recurrent.CUDA_WARPS``, ``l2norm._CUDA_TILE_ELEMS``)."""
 
 
 def parse_variant(op: str, text: str) -> tuple[int, ...]:

@@ -181,7 +181,7 @@ def test_op_call_runs_the_suites_call():
 
 
 @pytest.mark.parametrize("op, variant, module, attr", [
-    ("causal_conv1d", "16x32w2", "fla_ascend.ops.causal_conv1d.conv", "_tiles"),
+    ("causal_conv1d", "16x32w2", "fla_ascend.ops.causal_conv1d.conv", "CUDA_TILES"),
     ("fused_recurrent_gated_delta_rule", "16w2", "fla_ascend.ops.gated_delta_rule.fused_recurrent", "_recurrent_bv"),
     ("rms_norm_gated", "4w2", "fla_ascend.ops.norm.rms_norm_gated", "row_block"),
 ])

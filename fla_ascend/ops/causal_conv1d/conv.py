@@ -48,23 +48,46 @@ MAX_W = 16
 with an activation); widths 2 to 4 are the fast case (Qwen3-Next uses 4)."""
 
 
-def _tiles(D: int) -> tuple[int, int]:
-    """``(BT, BD)`` token and channel tile of the sequence kernels.
+CUDA_TILES = {"fwd": (32, 128, 4), "bwd": (32, 64, 2)}
+"""Off-NPU ``(BT, BD, num_warps)`` of the forward and the backward sequence kernels, from an H200
+A/B of tiles and warp counts at both conv anchors (``benchmarks/tune_tiles.py --op causal_conv1d``,
+cases.md)."""
 
-    NPU: one float32 ``[BT, BD]`` tile is 8 KiB (2048 elements). The backward, the largest, holds one
-    tap's ``W`` window loads of ``x`` and of the state, ``dy``, ``dht`` and the accumulators: with bf16,
-    W = 4, ``[16, 128]`` tiles the lowered IR allocates 49.5 KiB, 99 KiB with multibuffer, within the
-    192 KiB UB of an A2/A3 vector core (docs/ascend-rules.md, R4; ``fla-ascend check``). Elsewhere ``[64, 128]``.
+
+def _tiles(D: int, stage: str) -> tuple[int, int, int]:
+    """``(BT, BD, num_warps)``: token and channel tile of the ``stage`` (``"fwd"`` or ``"bwd"``)
+    sequence kernel and its warp count (CUDA only).
+
+    NPU: one float32 ``[BT, BD]`` tile is 8 KiB (2048 elements), for both stages. The backward, the
+    largest, holds one tap's ``W`` window loads of ``x`` and of the state, ``dy``, ``dht`` and the
+    accumulators: with bf16, W = 4, ``[16, 128]`` tiles the lowered IR allocates 49.5 KiB, 99 KiB with
+    multibuffer, within the 192 KiB UB of an A2/A3 vector core (docs/ascend-rules.md, R4;
+    ``fla-ascend check``). Elsewhere :data:`CUDA_TILES`.
     """
-    BD = min(128, triton.next_power_of_2(D))
     if backend.device_type() == "npu":
-        return max(8, 2048 // BD), BD
-    return 64, BD
+        BD = min(128, triton.next_power_of_2(D))
+        return max(8, 2048 // BD), BD, 4
+    BT, BD, num_warps = CUDA_TILES[stage]
+    return BT, min(BD, triton.next_power_of_2(D)), num_warps
+
+
+@triton.jit
+def _split_task(i_task, ND):
+    """Task index -> ``(i_o, i_d)``: outer index (chunk or sequence) and channel block, both int32.
+
+    Divided in int32: task counts stay below 2**31 (``task_plan``), and on a GPU an int64
+    division is a long instruction sequence, a cost these bandwidth-bound kernels with little work
+    per task notice (H200: the conv forward went 0.556 -> 0.41 ms at B1 T32768 D8192, cases.md).
+    """
+    i_task = tl.cast(i_task, tl.int32)
+    i_o = i_task // ND
+    return i_o, i_task - i_o * ND
 
 
 @triton.jit
 def _seq_of_chunk(i_c, chunk_indices, cu_seqlens, T, NT, IS_VARLEN: tl.constexpr):
-    """Batch row ``i_b``, sequence ``i_n``, chunk ``i_t``, start ``bos`` and length ``L`` (int64)."""
+    """Batch row ``i_b``, sequence ``i_n``, chunk ``i_t``, start ``bos`` and length ``L`` (int64) of the
+    int32 chunk index ``i_c``."""
     if IS_VARLEN:
         i_n = tl.load(chunk_indices + i_c * 2).to(tl.int64)
         i_t = tl.load(chunk_indices + i_c * 2 + 1).to(tl.int64)
@@ -72,8 +95,9 @@ def _seq_of_chunk(i_c, chunk_indices, cu_seqlens, T, NT, IS_VARLEN: tl.constexpr
         L = tl.load(cu_seqlens + i_n + 1).to(tl.int64) - bos
         i_b = i_n * 0
     else:
-        i_n = i_c // NT
-        i_t = i_c % NT
+        i_n32 = i_c // NT
+        i_t = (i_c - i_n32 * NT).to(tl.int64)
+        i_n = i_n32.to(tl.int64)
         bos = i_n * 0
         L = i_n * 0 + T
         i_b = i_n
@@ -131,9 +155,7 @@ def _conv_fwd_task(
     W: tl.constexpr, BT: tl.constexpr, BD: tl.constexpr, ACT: tl.constexpr, HAS_BIAS: tl.constexpr,
     HAS_RESIDUAL: tl.constexpr, USE_H0: tl.constexpr, IS_VARLEN: tl.constexpr,
 ):
-    i_task = tl.cast(i_task, tl.int64)
-    i_c = i_task // ND
-    i_d = i_task % ND
+    i_c, i_d = _split_task(i_task, ND)
     i_b, i_n, i_t, bos, L = _seq_of_chunk(i_c, chunk_indices, cu_seqlens, T, NT, IS_VARLEN)
     t0 = i_t * BT
     lo = (-t0).to(tl.int32)
@@ -177,9 +199,7 @@ def _conv_bwd_task(
     W: tl.constexpr, BT: tl.constexpr, BD: tl.constexpr, ACT: tl.constexpr, HAS_BIAS: tl.constexpr,
     USE_H0: tl.constexpr, HAS_DHT: tl.constexpr, IS_VARLEN: tl.constexpr,
 ):
-    i_task = tl.cast(i_task, tl.int64)
-    i_c = i_task // ND
-    i_d = i_task % ND
+    i_c, i_d = _split_task(i_task, ND)
     i_b, i_n, i_t, bos, L = _seq_of_chunk(i_c, chunk_indices, cu_seqlens, T, NT, IS_VARLEN)
     t0 = i_t * BT
     lo = (-t0).to(tl.int32)
@@ -250,9 +270,8 @@ def _states_fwd_task(
     i_task, x, h0t, ht, cu_seqlens, s_xb, s_xt, T, D, ND,
     W: tl.constexpr, BW: tl.constexpr, BD: tl.constexpr, USE_H0: tl.constexpr, IS_VARLEN: tl.constexpr,
 ):
-    i_task = tl.cast(i_task, tl.int64)
-    i_n = i_task // ND
-    i_d = i_task % ND
+    i_n, i_d = _split_task(i_task, ND)
+    i_n = i_n.to(tl.int64)
     i_b, bos, L = _seq_bounds(i_n, cu_seqlens, T, IS_VARLEN)
     L32 = L.to(tl.int32)
     o_w = tl.arange(0, BW)
@@ -287,9 +306,8 @@ def _states_bwd_task(
     W: tl.constexpr, BW: tl.constexpr, BD: tl.constexpr, ACT: tl.constexpr, HAS_BIAS: tl.constexpr,
     HAS_DHT: tl.constexpr, IS_VARLEN: tl.constexpr,
 ):
-    i_task = tl.cast(i_task, tl.int64)
-    i_n = i_task // ND
-    i_d = i_task % ND
+    i_n, i_d = _split_task(i_task, ND)
+    i_n = i_n.to(tl.int64)
     i_b, bos, L = _seq_bounds(i_n, cu_seqlens, T, IS_VARLEN)
     L32 = L.to(tl.int32)
     o_c = tl.arange(0, BW)  # state column (a row of the [BW, BD] tiles)
@@ -344,9 +362,8 @@ def _update_task(
     W: tl.constexpr, BW: tl.constexpr, BD: tl.constexpr, ACT: tl.constexpr, HAS_BIAS: tl.constexpr,
     HAS_RESIDUAL: tl.constexpr,
 ):
-    i_task = tl.cast(i_task, tl.int64)
-    i_n = i_task // ND
-    i_d = i_task % ND
+    i_n, i_d = _split_task(i_task, ND)
+    i_n = i_n.to(tl.int64)
     o_d = i_d.to(tl.int32) * BD + tl.arange(0, BD)
     o_w = tl.arange(0, BW)
     m_d = o_d < D
@@ -406,7 +423,7 @@ def _state_rows(state: torch.Tensor | None) -> torch.Tensor | None:
     return None if state is None else state.transpose(1, 2).contiguous()
 
 
-def causal_conv1d_fwd(x, wt, bias, residual, h0t, activation, cu_seqlens, chunk_indices, BT, BD):
+def causal_conv1d_fwd(x, wt, bias, residual, h0t, activation, cu_seqlens, chunk_indices, BT, BD, num_warps):
     """Launch the forward: ``x`` ``[B, T, D]`` (channel stride 1), ``wt`` ``[W, D]``, ``h0t`` the
     initial state as ``[N, W, D]`` (see :func:`_state_rows`) or ``None``. Returns ``y`` ``[B, T, D]``
     contiguous in ``x.dtype``."""
@@ -422,7 +439,7 @@ def causal_conv1d_fwd(x, wt, bias, residual, h0t, activation, cu_seqlens, chunk_
         n_tasks=plan.n_tasks, n_programs=plan.n_programs, W=W, BT=BT, BD=BD,
         ACT=activation is not None, HAS_BIAS=bias is not None, HAS_RESIDUAL=residual is not None,
         USE_H0=h0t is not None, IS_VARLEN=cu_seqlens is not None, TASK_LOOP=plan.task_loop,
-        **launch_options(num_warps=4),
+        **launch_options(num_warps=num_warps),
     )
     return y
 
@@ -444,7 +461,7 @@ def causal_conv1d_states_fwd(x, W, h0t, cu_seqlens, BD, dtype):
     return ht
 
 
-def causal_conv1d_bwd(x, wt, bias, h0t, dy, dht, activation, cu_seqlens, chunk_indices, BT, BD):
+def causal_conv1d_bwd(x, wt, bias, h0t, dy, dht, activation, cu_seqlens, chunk_indices, BT, BD, num_warps):
     """Launch the backward (``h0t``: the initial state as ``[N, W, D]`` or ``None``; ``dht``: the
     final-state gradient ``[N, D, W]`` or ``None``). Returns ``(dx [B, T, D] in x.dtype, dwt [W, D]
     float32, db [D] float32 or None, dh0 [N, D, W] in the initial state's dtype or None)``."""
@@ -465,7 +482,7 @@ def causal_conv1d_bwd(x, wt, bias, h0t, dy, dht, activation, cu_seqlens, chunk_i
         **common, dx=dx, dw_part=dw_part, db_part=db_part, chunk_indices=chunk_indices, NT=NT,
         n_tasks=plan.n_tasks, n_programs=plan.n_programs, W=W, BT=BT, BD=BD, ACT=activation is not None,
         HAS_BIAS=bias is not None, USE_H0=h0t is not None, HAS_DHT=dht is not None,
-        IS_VARLEN=cu_seqlens is not None, TASK_LOOP=plan.task_loop, **launch_options(num_warps=4),
+        IS_VARLEN=cu_seqlens is not None, TASK_LOOP=plan.task_loop, **launch_options(num_warps=num_warps),
     )
     dwt = dw_part.sum(0)
     db = db_part.sum(0) if db_part is not None else None
@@ -487,26 +504,28 @@ class CausalConv1dFunction(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x, weight, bias, residual, initial_state, output_final_state, activation, cu_seqlens):
         D, W = weight.shape
-        BT, BD = _tiles(D)
+        BT, BD, num_warps = _tiles(D, "fwd")
         chunk_indices = prepare_chunk_indices(cu_seqlens, BT) if cu_seqlens is not None else None
         wt = weight.t().contiguous()  # [W, D]: each tap a contiguous row (NPU layout rule)
         h0t = _state_rows(initial_state)  # [N, W, D]: state rows contiguous along D (NPU layout rule)
-        y = causal_conv1d_fwd(x, wt, bias, residual, h0t, activation, cu_seqlens, chunk_indices, BT, BD)
+        y = causal_conv1d_fwd(x, wt, bias, residual, h0t, activation, cu_seqlens, chunk_indices, BT, BD, num_warps)
         ht = None
         if output_final_state:
             dtype = initial_state.dtype if initial_state is not None else x.dtype
             ht = causal_conv1d_states_fwd(x, W, h0t, cu_seqlens, BD, dtype)
-        ctx.save_for_backward(x, wt, bias, h0t, cu_seqlens, chunk_indices)
-        ctx.meta = (activation, BT, BD, weight.dtype, residual is not None)
+        ctx.save_for_backward(x, wt, bias, h0t, cu_seqlens)
+        ctx.meta = (activation, weight.dtype, residual is not None)
         return y, ht
 
     @staticmethod
     @kernel_backward("causal_conv1d")
     def backward(ctx, dy, dht):
-        x, wt, bias, h0t, cu_seqlens, chunk_indices = ctx.saved_tensors
-        activation, BT, BD, w_dtype, has_residual = ctx.meta
+        x, wt, bias, h0t, cu_seqlens = ctx.saved_tensors
+        activation, w_dtype, has_residual = ctx.meta
+        BT, BD, num_warps = _tiles(wt.shape[1], "bwd")
+        chunk_indices = prepare_chunk_indices(cu_seqlens, BT) if cu_seqlens is not None else None
         dx, dwt, db, dh0 = causal_conv1d_bwd(x, wt, bias, h0t, dy, dht, activation, cu_seqlens,
-                                             chunk_indices, BT, BD)
+                                             chunk_indices, BT, BD, num_warps)
         dw = dwt.t().to(w_dtype)
         db = db.to(bias.dtype) if db is not None else None
         dres = dy if has_residual else None
