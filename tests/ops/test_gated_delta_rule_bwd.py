@@ -596,6 +596,19 @@ def test_wy_operands_stored_in_input_dtype_are_exact(device, nan_empty, monkeypa
     assert peak_half < peak_full
 
 
+def test_dv_operand_dtype_rule(monkeypatch):
+    """dv' is stored in the WY operand dtype only from K = 64 (the H200 miscompiled the dq/dk/dw
+    stage with a bf16 dv' at K = 32 and K = 1); below, and without the "input" precision, fp32."""
+    from fla_ascend.ops.common import wy
+
+    assert wy.dv_operand_dtype(torch.bfloat16, 128) == wy.wy_bwd_operand_dtype(torch.bfloat16)
+    monkeypatch.setattr(wy, "dot_precision", lambda stage, dtype: "input")
+    assert wy.dv_operand_dtype(torch.bfloat16, wy.DV_OPERAND_MIN_K) == torch.bfloat16
+    assert wy.dv_operand_dtype(torch.bfloat16, 256) == torch.bfloat16
+    assert wy.dv_operand_dtype(torch.bfloat16, 32) == torch.float32
+    assert wy.dv_operand_dtype(torch.bfloat16, 1) == torch.float32
+
+
 def test_bf16_limits_for_ill_conditioned_gradients():
     """The bf16 GPU tier's limits, checked on the CPU (they use only the fp32 reference): dg of
     a single token (B1 T1 HV1, where both we and flash-linear-attention miss 0.02) is

@@ -259,7 +259,7 @@ def chunk_bwd_dh(
         dht: ``[N, HV, K, V]`` gradient of the final state, or ``None``.
         need_dh0: return the gradient of the initial state.
         dv_dtype: the dtype ``dv_new`` is stored in: its consumers' operand dtype
-            (:func:`fla_ascend.ops.common.wy.wy_bwd_operand_dtype`; both feed it only to dots).
+            (:func:`fla_ascend.ops.common.wy.dv_operand_dtype`; both feed it only to dots).
 
     Returns:
         ``(dh, dv_new, dh0)``: ``dh`` ``[n_chunks, HV, K, V]`` in k's dtype (gradient of the state

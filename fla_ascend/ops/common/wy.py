@@ -76,6 +76,24 @@ def wy_bwd_operand_dtype(dtype: torch.dtype) -> torch.dtype:
     return dtype if dot_precision("wy_bwd", dtype) == "input" else torch.float32
 
 
+DV_OPERAND_MIN_K = 64
+"""Smallest key head dim at which ``dv'`` is stored in :func:`wy_bwd_operand_dtype` (see
+:func:`dv_operand_dtype`)."""
+
+
+def dv_operand_dtype(dtype: torch.dtype, K: int) -> torch.dtype:
+    """The dtype ``dv'`` (the reverse recurrence's output, read by the dq/dk/dw stage and the WY
+    backward, both only through dots) is stored in: :func:`wy_bwd_operand_dtype` when
+    ``K >= DV_OPERAND_MIN_K``, float32 below.
+
+    Hopper rule, measured: with a bf16 ``dv'``, the dq/dk/dw stage compiled by Triton 3.6.0 for
+    the H200 gave a wrong ``dq`` (rel-RMSE about 1, NaN ``dg``) at K = 32 and an illegal address at
+    K = 1, while every K >= 64 case of the GPU tier passed (cases.md, 2026-11-30). The kernel's
+    source is the same for both dtypes; only the load's element type differs.
+    """
+    return wy_bwd_operand_dtype(dtype) if K >= DV_OPERAND_MIN_K else torch.float32
+
+
 def off_npu_slabs(BK: int, BV: int) -> tuple[int, int]:
     """``(BK, BV)`` of the two WY stages off the NPU: at least 32 wide, and the V slab never
     narrower than the K slab (masks cover the padding). On the H200 (Triton 3.6) BK = 64 with

@@ -14,7 +14,7 @@ from fla_ascend import backend
 from fla_ascend.ops.common.chunk_h import chunk_bwd_dh, chunk_fwd_h
 from fla_ascend.ops.common.chunk_o import chunk_bwd_dqkwg, chunk_bwd_dv_local, chunk_fwd_o
 from fla_ascend.ops.common.cumsum import chunk_gate_cumsum, chunk_gate_cumsum_bwd
-from fla_ascend.ops.common.wy import chunk_wy_bwd, chunk_wy_fwd, wy_bwd_operand_dtype
+from fla_ascend.ops.common.wy import chunk_wy_bwd, chunk_wy_fwd, dv_operand_dtype, wy_bwd_operand_dtype
 from fla_ascend.ops.gated_delta_rule.inputs import GatedDeltaRuleInputs, validate_inputs
 from fla_ascend.ops.utils import prepare_chunk_indices, prepare_chunk_offsets
 from fla_ascend.ops.utils.autograd import kernel_backward
@@ -85,7 +85,7 @@ def chunk_gated_delta_rule_bwd(
     dv_local = chunk_bwd_dv_local(q, k, g_cum, do, scale, chunk_size, n_chunks, **idx)
     dh, dv_new, dh0 = chunk_bwd_dh(q, k, w, g_cum, do, dv_local, scale, chunk_size, n_chunks, N, dht,
                                    initial_state is not None, cu_seqlens, chunk_offsets,
-                                   dv_dtype=wy_bwd_operand_dtype(k.dtype))
+                                   dv_dtype=dv_operand_dtype(k.dtype, k.shape[-1]))
     del w, dv_local
     # Without GVA dq and dk leave their last stage in the input dtype; with it they stay fp32
     # per value head until the group sum below.
