@@ -596,6 +596,25 @@ def test_wy_operands_stored_in_input_dtype_are_exact(device, nan_empty, monkeypa
     assert peak_half < peak_full
 
 
+def test_cuda_refuses_backward_below_min_head_dim(monkeypatch):
+    """On CUDA a gradient at K or V below CUDA_MIN_BWD_HEAD_DIM is refused before any launch,
+    naming K and V (K = V = 1 gave wrong gradients on the H200); the forward without grad is not."""
+    from fla_ascend.ops.gated_delta_rule import chunk as chunk_mod
+
+    case = Case(1, 40, 1, 2, 1, 1, 64, dht=False)
+    x = case.inputs(torch.float32, "cpu")
+    monkeypatch.setattr(chunk_mod.backend, "device_type", lambda: "cuda")
+    monkeypatch.setattr(chunk_mod.backend, "is_interpreter", lambda: False)
+    monkeypatch.setattr(chunk_mod.ChunkGatedDeltaRuleFunction, "apply", lambda *a: "launched")
+    args = (x["q"], x["k"], x["v"], x["g"], x["beta"])
+    with pytest.raises(NotImplementedError, match=r"^chunk_gated_delta_rule: .*K, V >= 16, got K=1, V=1"):
+        chunk_mod.chunk_gated_delta_rule(*args)
+    with torch.no_grad():
+        assert chunk_mod.chunk_gated_delta_rule(*args) == "launched"
+    big = Case(1, 40, 1, 2, 16, 16, 64, dht=False).inputs(torch.float32, "cpu")
+    assert chunk_mod.chunk_gated_delta_rule(big["q"], big["k"], big["v"], big["g"], big["beta"]) == "launched"
+
+
 def test_dv_operand_dtype_rule(monkeypatch):
     """dv' is stored in the WY operand dtype only from K = 64 (the H200 miscompiled the dq/dk/dw
     stage with a bf16 dv' at K = 32 and K = 1); below, and without the "input" precision, fp32."""
@@ -645,6 +664,12 @@ def test_no_initial_state_no_gate_grads(device, nan_empty):
 @pytest.mark.gpu
 @pytest.mark.parametrize("case", _params(DENSE + BIG_HEAD + SMALL_HEAD + VARLEN, with_marks=False))
 def test_chunk_bwd_gpu_bf16(case, device, nan_empty):
+    from fla_ascend.ops.gated_delta_rule.chunk import CUDA_MIN_BWD_HEAD_DIM
+
+    if min(case.K, case.V) < CUDA_MIN_BWD_HEAD_DIM and torch.device(device).type == "cuda":
+        with pytest.raises(NotImplementedError, match=r"^chunk_gated_delta_rule: the backward on CUDA needs"):
+            check_case(case, torch.bfloat16, device)
+        return
     check_case(case, torch.bfloat16, device)
 
 

@@ -19,6 +19,12 @@ from fla_ascend.ops.gated_delta_rule.inputs import GatedDeltaRuleInputs, validat
 from fla_ascend.ops.utils import prepare_chunk_indices, prepare_chunk_offsets
 from fla_ascend.ops.utils.autograd import kernel_backward
 
+CUDA_MIN_BWD_HEAD_DIM = 16
+"""Smallest ``K`` and ``V`` the backward accepts on CUDA. On the H200 (Triton 3.6.0) the GPU tier's
+``K = V = 1`` backward case (B1 T40 H1 HV2, chunk 64) gave wrong gradients (rel-RMSE 0.6-4 for
+dq, dk, dv, dg, dbeta) while the same case passes under the interpreter and ``K = V = 16`` passes
+on the H200; sizes in between were not run. Off CUDA any head dim works."""
+
 CHUNK_SIZES = (16, 32, 64)
 
 
@@ -179,6 +185,8 @@ def chunk_gated_delta_rule(
             ``V`` above 256, invalid ``cu_seqlens``, wrong ``initial_state`` shape, tensors on
             different devices, ``chunk_size`` not in {16, 32, 64}, ``A_log`` missing with
             ``use_gate_in_kernel``.
+        NotImplementedError: on a CUDA GPU, a gradient is needed and ``K`` or ``V`` is below
+            :data:`CUDA_MIN_BWD_HEAD_DIM`.
     """
     x: GatedDeltaRuleInputs = validate_inputs(
         "chunk_gated_delta_rule", q, k, v, g, beta, scale, initial_state, cu_seqlens,
@@ -199,6 +207,14 @@ def chunk_gated_delta_rule(
     grad_needed = torch.is_grad_enabled() and any(
         t is not None and t.requires_grad for t in (x.q, x.k, x.v, x.g, x.beta, x.initial_state, x.A_log, x.dt_bias)
     )
+    K, V = x.k.shape[-1], x.v.shape[-1]
+    if grad_needed and min(K, V) < CUDA_MIN_BWD_HEAD_DIM and backend.device_type() == "cuda" \
+            and not backend.is_interpreter():
+        raise NotImplementedError(
+            f"chunk_gated_delta_rule: the backward on CUDA needs head dims K, V >= {CUDA_MIN_BWD_HEAD_DIM}, "
+            f"got K={K}, V={V}: at K = V = 1 its gradients were wrong on the H200 (Triton 3.6.0; cases.md, "
+            "Hopper findings). The forward without grad runs at any head dim."
+        )
     return ChunkGatedDeltaRuleFunction.apply(
         x.q, x.k, x.v, x.g, x.beta, x.scale, x.initial_state, output_final_state, x.cu_seqlens,
         x.A_log, x.dt_bias, chunk_size, grad_needed,
