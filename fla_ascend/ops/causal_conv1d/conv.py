@@ -50,8 +50,9 @@ with an activation); widths 2 to 4 are the fast case (Qwen3-Next uses 4)."""
 
 CUDA_TILES = {"fwd": (32, 128, 4), "bwd": (32, 64, 2)}
 """Off-NPU ``(BT, BD, num_warps)`` of the forward and the backward sequence kernels, from an H200
-A/B of tiles and warp counts at both conv anchors (``benchmarks/tune_tiles.py --op causal_conv1d``,
-cases.md)."""
+A/B of tiles and warp counts at both conv anchors in one process (``benchmarks/tune_tiles.py --op
+causal_conv1d``; cases.md): forward B1 T32768 D8192 0.638 ms at ``[64, 128]`` 4 warps (the earlier
+tile), 0.556 ms at ``[32, 128]``; forward+backward 3.397 -> 2.722 ms with ``[32, 64]`` 2 warps."""
 
 
 def _tiles(D: int, stage: str) -> tuple[int, int, int]:
@@ -72,22 +73,8 @@ def _tiles(D: int, stage: str) -> tuple[int, int, int]:
 
 
 @triton.jit
-def _split_task(i_task, ND):
-    """Task index -> ``(i_o, i_d)``: outer index (chunk or sequence) and channel block, both int32.
-
-    Divided in int32: task counts stay below 2**31 (``task_plan``), and on a GPU an int64
-    division is a long instruction sequence, a cost these bandwidth-bound kernels with little work
-    per task notice (H200: the conv forward went 0.556 -> 0.41 ms at B1 T32768 D8192, cases.md).
-    """
-    i_task = tl.cast(i_task, tl.int32)
-    i_o = i_task // ND
-    return i_o, i_task - i_o * ND
-
-
-@triton.jit
 def _seq_of_chunk(i_c, chunk_indices, cu_seqlens, T, NT, IS_VARLEN: tl.constexpr):
-    """Batch row ``i_b``, sequence ``i_n``, chunk ``i_t``, start ``bos`` and length ``L`` (int64) of the
-    int32 chunk index ``i_c``."""
+    """Batch row ``i_b``, sequence ``i_n``, chunk ``i_t``, start ``bos`` and length ``L`` (int64)."""
     if IS_VARLEN:
         i_n = tl.load(chunk_indices + i_c * 2).to(tl.int64)
         i_t = tl.load(chunk_indices + i_c * 2 + 1).to(tl.int64)
@@ -95,9 +82,8 @@ def _seq_of_chunk(i_c, chunk_indices, cu_seqlens, T, NT, IS_VARLEN: tl.constexpr
         L = tl.load(cu_seqlens + i_n + 1).to(tl.int64) - bos
         i_b = i_n * 0
     else:
-        i_n32 = i_c // NT
-        i_t = (i_c - i_n32 * NT).to(tl.int64)
-        i_n = i_n32.to(tl.int64)
+        i_n = i_c // NT
+        i_t = i_c % NT
         bos = i_n * 0
         L = i_n * 0 + T
         i_b = i_n
@@ -155,7 +141,9 @@ def _conv_fwd_task(
     W: tl.constexpr, BT: tl.constexpr, BD: tl.constexpr, ACT: tl.constexpr, HAS_BIAS: tl.constexpr,
     HAS_RESIDUAL: tl.constexpr, USE_H0: tl.constexpr, IS_VARLEN: tl.constexpr,
 ):
-    i_c, i_d = _split_task(i_task, ND)
+    i_task = tl.cast(i_task, tl.int64)
+    i_c = i_task // ND
+    i_d = i_task % ND
     i_b, i_n, i_t, bos, L = _seq_of_chunk(i_c, chunk_indices, cu_seqlens, T, NT, IS_VARLEN)
     t0 = i_t * BT
     lo = (-t0).to(tl.int32)
@@ -199,7 +187,9 @@ def _conv_bwd_task(
     W: tl.constexpr, BT: tl.constexpr, BD: tl.constexpr, ACT: tl.constexpr, HAS_BIAS: tl.constexpr,
     USE_H0: tl.constexpr, HAS_DHT: tl.constexpr, IS_VARLEN: tl.constexpr,
 ):
-    i_c, i_d = _split_task(i_task, ND)
+    i_task = tl.cast(i_task, tl.int64)
+    i_c = i_task // ND
+    i_d = i_task % ND
     i_b, i_n, i_t, bos, L = _seq_of_chunk(i_c, chunk_indices, cu_seqlens, T, NT, IS_VARLEN)
     t0 = i_t * BT
     lo = (-t0).to(tl.int32)
@@ -270,8 +260,9 @@ def _states_fwd_task(
     i_task, x, h0t, ht, cu_seqlens, s_xb, s_xt, T, D, ND,
     W: tl.constexpr, BW: tl.constexpr, BD: tl.constexpr, USE_H0: tl.constexpr, IS_VARLEN: tl.constexpr,
 ):
-    i_n, i_d = _split_task(i_task, ND)
-    i_n = i_n.to(tl.int64)
+    i_task = tl.cast(i_task, tl.int64)
+    i_n = i_task // ND
+    i_d = i_task % ND
     i_b, bos, L = _seq_bounds(i_n, cu_seqlens, T, IS_VARLEN)
     L32 = L.to(tl.int32)
     o_w = tl.arange(0, BW)
@@ -306,8 +297,9 @@ def _states_bwd_task(
     W: tl.constexpr, BW: tl.constexpr, BD: tl.constexpr, ACT: tl.constexpr, HAS_BIAS: tl.constexpr,
     HAS_DHT: tl.constexpr, IS_VARLEN: tl.constexpr,
 ):
-    i_n, i_d = _split_task(i_task, ND)
-    i_n = i_n.to(tl.int64)
+    i_task = tl.cast(i_task, tl.int64)
+    i_n = i_task // ND
+    i_d = i_task % ND
     i_b, bos, L = _seq_bounds(i_n, cu_seqlens, T, IS_VARLEN)
     L32 = L.to(tl.int32)
     o_c = tl.arange(0, BW)  # state column (a row of the [BW, BD] tiles)
@@ -362,8 +354,9 @@ def _update_task(
     W: tl.constexpr, BW: tl.constexpr, BD: tl.constexpr, ACT: tl.constexpr, HAS_BIAS: tl.constexpr,
     HAS_RESIDUAL: tl.constexpr,
 ):
-    i_n, i_d = _split_task(i_task, ND)
-    i_n = i_n.to(tl.int64)
+    i_task = tl.cast(i_task, tl.int64)
+    i_n = i_task // ND
+    i_d = i_task % ND
     o_d = i_d.to(tl.int32) * BD + tl.arange(0, BD)
     o_w = tl.arange(0, BW)
     m_d = o_d < D
