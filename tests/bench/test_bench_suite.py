@@ -205,6 +205,23 @@ def test_tile_ab_script(tmp_path, op, variant, module, attr):
     assert mod.main(["--op", op, "--variants", "3x4w4", "--out", str(tmp_path)]) == 2
 
 
+def test_conv_fwd_grid_ab_script(tmp_path, monkeypatch):
+    """benchmarks/ab_conv_fwd_grid.py: under the interpreter every candidate variant reproduces
+    the shipped forward (it is an A/B of speed, so its outputs must agree first)."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[2] / "benchmarks" / "ab_conv_fwd_grid.py"
+    spec = importlib.util.spec_from_file_location("ab_conv_fwd_grid", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    monkeypatch.setenv("OUT", str(tmp_path))
+    monkeypatch.setattr(mod, "VARIANTS", [(32, 128, 1, 1, 4), (16, 64, 4, 2, 4)])
+    res = mod.main()["B2-T100-D200"]
+    assert res["32x128 NB1 st1 w4"]["max_abs_diff"] < 1e-5 and res["16x64 NB4 st2 w4"]["max_abs_diff"] < 1e-5
+    assert (tmp_path / "conv_fwd_grid_ab.json").exists()
+
+
 def test_wy_slab_ab_script(capsys, monkeypatch):
     """benchmarks/ab_wy_slabs.py: under the interpreter every slab pair reproduces the default
     launch's w and u (the faults it looks for are Hopper's, not the algorithm's)."""
