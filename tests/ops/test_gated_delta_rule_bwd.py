@@ -28,7 +28,7 @@ from helpers import MAX_RELAX, assert_close, bf16_input_movement, bf16_limits, m
 from fla_ascend import backend
 from fla_ascend.bench.timing import peak_live_bytes
 from fla_ascend.ops import chunk_gated_delta_rule
-from fla_ascend.ops.gated_delta_rule.chunk import chunk_gated_delta_rule_bwd
+from fla_ascend.ops.gated_delta_rule.chunk import CUDA_MIN_BWD_HEAD_DIM, chunk_gated_delta_rule_bwd
 from fla_ascend.ops.gated_delta_rule.reference import chunk_gated_delta_rule_ref, naive_recurrent_gated_delta_rule
 from fla_ascend.ops.utils import rel_rmse
 
@@ -171,6 +171,12 @@ def check_case(case: Case, dtype, device, ref=naive_recurrent_gated_delta_rule, 
     """The op's gradients of every input vs the reference's; ``prepare`` (dict -> dict) edits
     the inputs first (special values). Returns ``{input name: rel-RMSE ratio}``."""
     x = case.inputs(dtype, device, seed)
+    if min(case.K, case.V) < CUDA_MIN_BWD_HEAD_DIM and torch.device(device).type == "cuda" \
+            and not backend.is_interpreter():  # refused there (chunk.CUDA_MIN_BWD_HEAD_DIM)
+        do, dht = case.cotangents(x, seed)
+        with pytest.raises(NotImplementedError, match=r"^chunk_gated_delta_rule: the backward on CUDA needs"):
+            op_grads(case, x, do, dht)
+        return {}
     if prepare is not None:
         x = _leaves(prepare({k: (t.detach() if isinstance(t, torch.Tensor) else t) for k, t in x.items()}))
     do, dht = case.cotangents(x, seed)
@@ -573,59 +579,81 @@ def test_chunk_bwd_fp16_input_precision_dots(case, device, nan_empty, monkeypatc
 
 
 def test_wy_operands_stored_in_input_dtype_are_exact(device, nan_empty, monkeypatch):
-    """Under the "input" WY dot precision, Ai and dw are stored in the input dtype
-    (wy.wy_bwd_operand_dtype): the WY backward casts them to it before every dot anyway, so the
-    gradients are bit-identical to storing them in fp32, with less memory. float16 stands in for
-    bf16 (the interpreter's bf16 dots are wrong)."""
+    """Under the "input" WY dot precision, Ai, dw and (at K >= 64, V >= 32) dv' are stored in the
+    input dtype (wy.wy_bwd_operand_dtype, wy.dv_operand_dtype): their readers cast them to it
+    before every dot anyway, so the gradients are bit-identical to storing them in fp32, with
+    less memory. float16 stands in for bf16 (the interpreter's bf16 dots are wrong)."""
     from fla_ascend.ops.common import wy
     from fla_ascend.ops.gated_delta_rule import chunk as chunk_mod
 
     case = Case(1, 75, 2, 4, 64, 32, 32, h0=True, dht=True, gate="kernel", l2norm=True, varlen=(0, 30, 75))
     monkeypatch.setattr(wy, "dot_precision", lambda stage, dtype: "input")
+    dv_dtypes = []
+    real_bwd_dh = chunk_mod.chunk_bwd_dh
+
+    def spy_bwd_dh(*args, **kwargs):
+        out = real_bwd_dh(*args, **kwargs)
+        dv_dtypes.append(out[1].dtype)
+        return out
+
+    monkeypatch.setattr(chunk_mod, "chunk_bwd_dh", spy_bwd_dh)
     x = case.inputs(torch.float16, device)
     do, dht = case.cotangents(x)
     assert wy.wy_bwd_operand_dtype(torch.float16) == torch.float16
     half = op_grads(case, x, do, dht)
+    assert dv_dtypes == [torch.float16], dv_dtypes
     peak_half = peak_live_bytes(lambda: op_grads(case, x, do, dht))
     for mod in (wy, chunk_mod):
         monkeypatch.setattr(mod, "wy_bwd_operand_dtype", lambda dtype: torch.float32)
+    dv_dtypes.clear()
     full = op_grads(case, x, do, dht)
+    assert dv_dtypes == [torch.float32], dv_dtypes
     peak_full = peak_live_bytes(lambda: op_grads(case, x, do, dht))
     for n in half:
-        assert torch.equal(half[n], full[n]), f"d{n} differs between fp16 and fp32 storage of Ai and dw"
+        assert torch.equal(half[n], full[n]), f"d{n} differs between fp16 and fp32 storage of Ai, dw and dv'"
     assert peak_half < peak_full
 
 
 def test_cuda_refuses_backward_below_min_head_dim(monkeypatch):
-    """On CUDA a gradient at K or V below CUDA_MIN_BWD_HEAD_DIM is refused before any launch,
-    naming K and V (K = V = 1 gave wrong gradients on the H200); the forward without grad is not."""
+    """On CUDA the backward refuses K or V below CUDA_MIN_BWD_HEAD_DIM before any launch, naming
+    K and V (K = V = 1 gave wrong gradients on the H200); at K = V = 16 it goes on."""
     from fla_ascend.ops.gated_delta_rule import chunk as chunk_mod
 
-    case = Case(1, 40, 1, 2, 1, 1, 64, dht=False)
-    x = case.inputs(torch.float32, "cpu")
     monkeypatch.setattr(chunk_mod.backend, "device_type", lambda: "cuda")
     monkeypatch.setattr(chunk_mod.backend, "is_interpreter", lambda: False)
-    monkeypatch.setattr(chunk_mod.ChunkGatedDeltaRuleFunction, "apply", lambda *a: "launched")
-    args = (x["q"], x["k"], x["v"], x["g"], x["beta"])
-    with pytest.raises(NotImplementedError, match=r"^chunk_gated_delta_rule: .*K, V >= 16, got K=1, V=1"):
-        chunk_mod.chunk_gated_delta_rule(*args)
-    with torch.no_grad():
-        assert chunk_mod.chunk_gated_delta_rule(*args) == "launched"
-    big = Case(1, 40, 1, 2, 16, 16, 64, dht=False).inputs(torch.float32, "cpu")
-    assert chunk_mod.chunk_gated_delta_rule(big["q"], big["k"], big["v"], big["g"], big["beta"]) == "launched"
+
+    class Launched(Exception):
+        pass
+
+    def no_launch(*args, **kwargs):
+        raise Launched
+
+    monkeypatch.setattr(chunk_mod, "_chunking", no_launch)  # the backward's first step after the check
+    for K, V in ((1, 1), (16, 8), (8, 64)):
+        x = Case(1, 40, 1, 2, K, V, 64).inputs(torch.float32, "cpu")
+        args = (x["q"], x["k"], x["v"], x["g"], x["beta"], K ** -0.5, x["initial_state"], None, None, None, 64,
+                torch.ones_like(x["v"]), None)
+        with pytest.raises(NotImplementedError, match=rf"^chunk_gated_delta_rule: .*K, V >= 16, got K={K}, V={V}"):
+            chunk_mod.chunk_gated_delta_rule_bwd(*args)
+    x = Case(1, 40, 1, 2, 16, 16, 64).inputs(torch.float32, "cpu")
+    with pytest.raises(Launched):
+        chunk_mod.chunk_gated_delta_rule_bwd(x["q"], x["k"], x["v"], x["g"], x["beta"], 0.25, x["initial_state"],
+                                             None, None, None, 64, torch.ones_like(x["v"]), None)
 
 
 def test_dv_operand_dtype_rule(monkeypatch):
-    """dv' is stored in the WY operand dtype only from K = 64 (the H200 miscompiled the dq/dk/dw
-    stage with a bf16 dv' at K = 32 and K = 1); below, and without the "input" precision, fp32."""
+    """dv' is stored in the WY operand dtype only from K = 64 and V = 32 (the H200 miscompiled
+    the dq/dk/dw stage with a bf16 dv' at K = 32 and K = V = 1); elsewhere, and without the
+    "input" precision (here: the interpreter's "ieee"), fp32."""
     from fla_ascend.ops.common import wy
 
-    assert wy.dv_operand_dtype(torch.bfloat16, 128) == wy.wy_bwd_operand_dtype(torch.bfloat16)
+    assert wy.dv_operand_dtype(torch.bfloat16, 128, 128) == torch.float32  # interpreter: exact fp32 dots
     monkeypatch.setattr(wy, "dot_precision", lambda stage, dtype: "input")
-    assert wy.dv_operand_dtype(torch.bfloat16, wy.DV_OPERAND_MIN_K) == torch.bfloat16
-    assert wy.dv_operand_dtype(torch.bfloat16, 256) == torch.bfloat16
-    assert wy.dv_operand_dtype(torch.bfloat16, 32) == torch.float32
-    assert wy.dv_operand_dtype(torch.bfloat16, 1) == torch.float32
+    assert wy.dv_operand_dtype(torch.bfloat16, wy.DV_OPERAND_MIN_K, wy.DV_OPERAND_MIN_V) == torch.bfloat16
+    assert wy.dv_operand_dtype(torch.bfloat16, 256, 256) == torch.bfloat16
+    assert wy.dv_operand_dtype(torch.bfloat16, 32, 128) == torch.float32
+    assert wy.dv_operand_dtype(torch.bfloat16, 128, 16) == torch.float32
+    assert wy.dv_operand_dtype(torch.bfloat16, 1, 1) == torch.float32
 
 
 def test_bf16_limits_for_ill_conditioned_gradients():
@@ -664,12 +692,6 @@ def test_no_initial_state_no_gate_grads(device, nan_empty):
 @pytest.mark.gpu
 @pytest.mark.parametrize("case", _params(DENSE + BIG_HEAD + SMALL_HEAD + VARLEN, with_marks=False))
 def test_chunk_bwd_gpu_bf16(case, device, nan_empty):
-    from fla_ascend.ops.gated_delta_rule.chunk import CUDA_MIN_BWD_HEAD_DIM
-
-    if min(case.K, case.V) < CUDA_MIN_BWD_HEAD_DIM and torch.device(device).type == "cuda":
-        with pytest.raises(NotImplementedError, match=r"^chunk_gated_delta_rule: the backward on CUDA needs"):
-            check_case(case, torch.bfloat16, device)
-        return
     check_case(case, torch.bfloat16, device)
 
 

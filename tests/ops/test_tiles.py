@@ -9,13 +9,12 @@ from fla_ascend.ops.common import tiles
 
 @pytest.mark.parametrize("choice", ["tf32x3", "tf32", "input"])
 def test_dot_precision_cuda_table(choice, monkeypatch):
-    """On CUDA the table decides for bf16; "input" (cast to bf16) applies to bfloat16 inputs
-    only (float16's range a cast gradient could overflow); float32 inputs always keep tf32x3."""
+    """On CUDA the table decides for bf16 inputs; float16 and float32 inputs always keep tf32x3."""
     monkeypatch.setattr(tiles.backend, "device_type", lambda: "cuda")
     monkeypatch.setattr(tiles.backend, "is_interpreter", lambda: False)
     monkeypatch.setitem(tiles.CUDA_LAUNCH, "wy_bwd", {**tiles.CUDA_LAUNCH["wy_bwd"], "precision": choice})
     assert tiles.dot_precision("wy_bwd", torch.bfloat16) == choice
-    assert tiles.dot_precision("wy_bwd", torch.float16) == ("tf32x3" if choice == "input" else choice)
+    assert tiles.dot_precision("wy_bwd", torch.float16) == "tf32x3"
     assert tiles.dot_precision("wy_bwd", torch.float32) == "tf32x3"
 
 

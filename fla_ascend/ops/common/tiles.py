@@ -60,21 +60,20 @@ def stage_launch(stage: str, multibuffer: bool | None = None) -> dict:
 def dot_precision(stage: str, dtype: torch.dtype) -> str:
     """``input_precision`` of a WY stage's fp32 x fp32 dots for inputs of ``dtype``.
 
-    On CUDA the table's choice: ``tf32x3`` (three tf32 products, near-fp32 error), ``tf32``
-    (one pass, a 10-bit mantissa), or ``input``: both operands are cast to bfloat16 and
-    multiplied on the tensor cores with fp32 accumulation, as flash-linear-attention's WY
-    stages do. float32 inputs always get ``tf32x3`` (fp32 callers keep fp32 accuracy); ``input``
-    applies to bfloat16 inputs only, float16 falls back to ``tf32x3`` because a cast fp32
-    gradient can exceed 65504 under loss scaling. Elsewhere,
+    On CUDA the table's choice for bfloat16 inputs: ``tf32x3`` (three tf32 products, near-fp32
+    error), ``tf32`` (one pass, a 10-bit mantissa: below the bf16 rounding of what the stages
+    store) or ``input``: both operands are cast to bfloat16 and multiplied on the tensor cores
+    with fp32 accumulation, as flash-linear-attention's WY stages do. float32 and float16 inputs
+    always get ``tf32x3``: fp32 callers keep fp32 accuracy, fp16 has tf32's own 10-bit mantissa
+    (one tf32 pass would be its whole error budget; the one-pass A/B ran bf16 only) and a cast
+    fp32 gradient can exceed its 65504 under loss scaling. Elsewhere,
     and under the interpreter on any host, ``ieee`` (the Ascend cube and the interpreter
     multiply fp32 exactly). Kernels apply it through :func:`fla_ascend.ops.common.wy.wy_dot`.
     """
     if backend.device_type() != "cuda" or backend.is_interpreter():
         return "ieee"
     precision = CUDA_LAUNCH[stage].get("precision", "ieee")
-    if dtype == torch.float32 and precision != "ieee":
-        return "tf32x3"
-    if precision == "input" and dtype != torch.bfloat16:
+    if dtype != torch.bfloat16 and precision != "ieee":
         return "tf32x3"
     return precision
 

@@ -68,30 +68,35 @@ def wy_dot(a, b, dt, DOT_PRECISION: tl.constexpr):
 
 def wy_bwd_operand_dtype(dtype: torch.dtype) -> torch.dtype:
     """The dtype in which ``Ai``, ``dw`` and ``dv'`` reach the WY backward's dots, and so the
-    dtype they are stored in: ``dtype`` (the op's input dtype) when that stage's dot precision is
-    ``"input"`` (:func:`fla_ascend.ops.common.tiles.dot_precision`: bf16 on CUDA), because
-    :func:`wy_dot` casts every operand to it before the dot and none is used outside a dot (the
-    same bits at half the bytes; ``dv'``'s other reader, the dq/dk/dw stage, casts it to the
-    input dtype before its dot as well); float32 otherwise."""
+    dtype ``Ai`` and ``dw`` are stored in (``dv'``: :func:`dv_operand_dtype`): ``dtype`` (the op's
+    input dtype) when that stage's dot precision is ``"input"``
+    (:func:`fla_ascend.ops.common.tiles.dot_precision`: bf16 on CUDA), because :func:`wy_dot`
+    casts every operand to it before the dot and none is used outside a dot (the same bits at
+    half the bytes); float32 otherwise."""
     return dtype if dot_precision("wy_bwd", dtype) == "input" else torch.float32
 
 
 DV_OPERAND_MIN_K = 64
-"""Smallest key head dim at which ``dv'`` is stored in :func:`wy_bwd_operand_dtype` (see
-:func:`dv_operand_dtype`)."""
+DV_OPERAND_MIN_V = 32
+"""Smallest key and value head dims at which ``dv'`` is stored in :func:`wy_bwd_operand_dtype`
+(see :func:`dv_operand_dtype`)."""
 
 
-def dv_operand_dtype(dtype: torch.dtype, K: int) -> torch.dtype:
+def dv_operand_dtype(dtype: torch.dtype, K: int, V: int) -> torch.dtype:
     """The dtype ``dv'`` (the reverse recurrence's output, read by the dq/dk/dw stage and the WY
-    backward, both only through dots) is stored in: :func:`wy_bwd_operand_dtype` when
-    ``K >= DV_OPERAND_MIN_K``, float32 below.
+    backward, both only through dots that cast it to the input dtype first) is stored in:
+    :func:`wy_bwd_operand_dtype` when ``K >= DV_OPERAND_MIN_K`` and ``V >= DV_OPERAND_MIN_V``,
+    float32 otherwise.
 
     Hopper rule, measured: with a bf16 ``dv'``, the dq/dk/dw stage compiled by Triton 3.6.0 for
-    the H200 gave a wrong ``dq`` (rel-RMSE about 1, NaN ``dg``) at K = 32 and an illegal address at
-    K = 1, while every K >= 64 case of the GPU tier passed (cases.md, 2026-11-30). The kernel's
-    source is the same for both dtypes; only the load's element type differs.
+    the H200 gave a wrong ``dq`` (rel-RMSE about 1, NaN ``dg``) at K = 32 (V = 60, 64, 128) and an
+    illegal address at K = V = 1, while every GPU-tier case with K >= 64 passed; those all have
+    V >= 32, so smaller V keeps float32 too (cases.md, 2026-11-30). The kernel's source is the
+    same for both dtypes; only the load's element type differs.
     """
-    return wy_bwd_operand_dtype(dtype) if K >= DV_OPERAND_MIN_K else torch.float32
+    if K >= DV_OPERAND_MIN_K and V >= DV_OPERAND_MIN_V:
+        return wy_bwd_operand_dtype(dtype)
+    return torch.float32
 
 
 def off_npu_slabs(BK: int, BV: int) -> tuple[int, int]:

@@ -22,8 +22,9 @@ from fla_ascend.ops.utils.autograd import kernel_backward
 CUDA_MIN_BWD_HEAD_DIM = 16
 """Smallest ``K`` and ``V`` the backward accepts on CUDA. On the H200 (Triton 3.6.0) the GPU tier's
 ``K = V = 1`` backward case (B1 T40 H1 HV2, chunk 64) gave wrong gradients (rel-RMSE 0.6-4 for
-dq, dk, dv, dg, dbeta) while the same case passes under the interpreter and ``K = V = 16`` passes
-on the H200; sizes in between were not run. Off CUDA any head dim works."""
+dq, dk, dv, dg, dbeta) while the same case passes under the interpreter. Passed on the H200:
+``K = 32`` as shipped, ``K = V = 16`` with a bf16 ``dv'`` (fp32 now, ``wy.dv_operand_dtype``);
+sizes 2 to 15 were not run. Raised by the backward only. Off CUDA any head dim works."""
 
 CHUNK_SIZES = (16, 32, 64)
 
@@ -75,9 +76,18 @@ def chunk_gated_delta_rule_bwd(
 
     Returns ``(dq, dk, dv, dg, dbeta, dh0, dA_log, ddt_bias)``; ``dh0`` is None without
     ``initial_state``, ``dA_log``/``ddt_bias`` None without ``A_log``/``dt_bias``.
+
+    Raises:
+        NotImplementedError: on a CUDA GPU, ``K`` or ``V`` below :data:`CUDA_MIN_BWD_HEAD_DIM`.
     """
     B, T, H, K = q.shape
-    HV = v.shape[2]
+    HV, V = v.shape[2], v.shape[3]
+    if min(K, V) < CUDA_MIN_BWD_HEAD_DIM and backend.device_type() == "cuda" and not backend.is_interpreter():
+        raise NotImplementedError(
+            f"chunk_gated_delta_rule: the backward on CUDA needs head dims K, V >= {CUDA_MIN_BWD_HEAD_DIM}, "
+            f"got K={K}, V={V}: at K = V = 1 its gradients were wrong on the H200 (Triton 3.6.0; cases.md, "
+            "Hopper findings). The forward runs at any head dim."
+        )
     N, n_chunks, chunk_indices, chunk_offsets = _chunking(B, T, cu_seqlens, chunk_size)
     idx = dict(chunk_indices=chunk_indices, cu_seqlens=cu_seqlens)
     g_cum, beta_t = chunk_gate_cumsum(g, beta, chunk_size, n_chunks, chunk_indices, cu_seqlens, A_log, dt_bias)
@@ -91,7 +101,7 @@ def chunk_gated_delta_rule_bwd(
     dv_local = chunk_bwd_dv_local(q, k, g_cum, do, scale, chunk_size, n_chunks, **idx)
     dh, dv_new, dh0 = chunk_bwd_dh(q, k, w, g_cum, do, dv_local, scale, chunk_size, n_chunks, N, dht,
                                    initial_state is not None, cu_seqlens, chunk_offsets,
-                                   dv_dtype=dv_operand_dtype(k.dtype, k.shape[-1]))
+                                   dv_dtype=dv_operand_dtype(k.dtype, K, V))
     del w, dv_local
     # Without GVA dq and dk leave their last stage in the input dtype; with it they stay fp32
     # per value head until the group sum below.
@@ -185,7 +195,7 @@ def chunk_gated_delta_rule(
             ``V`` above 256, invalid ``cu_seqlens``, wrong ``initial_state`` shape, tensors on
             different devices, ``chunk_size`` not in {16, 32, 64}, ``A_log`` missing with
             ``use_gate_in_kernel``.
-        NotImplementedError: on a CUDA GPU, a gradient is needed and ``K`` or ``V`` is below
+        NotImplementedError: from the backward, on a CUDA GPU, when ``K`` or ``V`` is below
             :data:`CUDA_MIN_BWD_HEAD_DIM`.
     """
     x: GatedDeltaRuleInputs = validate_inputs(
@@ -207,14 +217,6 @@ def chunk_gated_delta_rule(
     grad_needed = torch.is_grad_enabled() and any(
         t is not None and t.requires_grad for t in (x.q, x.k, x.v, x.g, x.beta, x.initial_state, x.A_log, x.dt_bias)
     )
-    K, V = x.k.shape[-1], x.v.shape[-1]
-    if grad_needed and min(K, V) < CUDA_MIN_BWD_HEAD_DIM and backend.device_type() == "cuda" \
-            and not backend.is_interpreter():
-        raise NotImplementedError(
-            f"chunk_gated_delta_rule: the backward on CUDA needs head dims K, V >= {CUDA_MIN_BWD_HEAD_DIM}, "
-            f"got K={K}, V={V}: at K = V = 1 its gradients were wrong on the H200 (Triton 3.6.0; cases.md, "
-            "Hopper findings). The forward without grad runs at any head dim."
-        )
     return ChunkGatedDeltaRuleFunction.apply(
         x.q, x.k, x.v, x.g, x.beta, x.scale, x.initial_state, output_final_state, x.cu_seqlens,
         x.A_log, x.dt_bias, chunk_size, grad_needed,
