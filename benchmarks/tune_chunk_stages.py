@@ -36,7 +36,7 @@ from fla_ascend.ops.common import tiles  # noqa: E402
 from fla_ascend.ops.common.chunk_h import chunk_bwd_dh, chunk_fwd_h  # noqa: E402
 from fla_ascend.ops.common.chunk_o import chunk_bwd_dqkwg, chunk_bwd_dv_local, chunk_fwd_o  # noqa: E402
 from fla_ascend.ops.common.cumsum import chunk_gate_cumsum  # noqa: E402
-from fla_ascend.ops.common.wy import chunk_wy_bwd, chunk_wy_fwd, wy_bwd_operand_dtype  # noqa: E402
+from fla_ascend.ops.common.wy import chunk_wy_bwd, chunk_wy_fwd, dv_operand_dtype, wy_bwd_operand_dtype  # noqa: E402
 from fla_ascend.ops.gated_delta_rule.reference import chunk_gated_delta_rule_ref  # noqa: E402
 from fla_ascend.ops.utils import rel_rmse  # noqa: E402
 
@@ -96,7 +96,8 @@ def stage_fns(shape):
     h, v_new, _ = chunk_fwd_h(k, w, u, g_cum, BT, n, B)
     do = torch.randn_like(v)
     dv_local = chunk_bwd_dv_local(q, k, g_cum, do, scale, BT, n)
-    dh, dv_new, _ = chunk_bwd_dh(q, k, w, g_cum, do, dv_local, scale, BT, n, B, None, False)
+    dh, dv_new, _ = chunk_bwd_dh(q, k, w, g_cum, do, dv_local, scale, BT, n, B, None, False,
+                                 dv_dtype=dv_operand_dtype(k.dtype, K, V))
     # the dtypes chunk_gated_delta_rule_bwd uses (HV == H here unless the shape says otherwise)
     gva = HV != H
     dq, dk, dw, dg_parts = chunk_bwd_dqkwg(q, k, v_new, h, dh, do, dv_new, g_cum, scale, BT, n,

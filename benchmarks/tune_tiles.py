@@ -8,8 +8,9 @@ the UB model and are not touched.
 
 Ops and their variant syntax (each op's default list starts with its tile before the H200 A/B):
 
-- ``causal_conv1d``: ``BTxBDwNW`` (token tile x channel tile, warps of the forward and the backward
-  sequence kernels); conv anchors, fwd and fwd+bwd (the backward's time is the difference).
+- ``causal_conv1d``: ``BTxBDwNW`` (token tile x channel tile, warps) for both the forward and the
+  backward sequence kernel, or ``FWD/BWD`` with one such tile each (``32x128w4/32x64w2``); conv
+  anchors, fwd and fwd+bwd (the backward's time is the difference).
 - ``fused_recurrent_gated_delta_rule``: ``BVwNW`` (value slice of the state, warps); decode anchors.
 - ``l2norm``, ``rms_norm_gated``: ``BMwNW`` (rows per task, warps); GatedDeltaNet anchors, fwd and
   fwd+bwd.
@@ -64,8 +65,9 @@ def _warps(n: int):
 
 
 @contextmanager
-def _conv_tile(BT: int, BD: int, nw: int):
-    with _patched(conv, CUDA_TILES={"fwd": (BT, BD, nw), "bwd": (BT, BD, nw)}):  # both directions
+def _conv_tile(BT: int, BD: int, nw: int, *bwd: int):
+    """The forward tile ``(BT, BD, nw)``; the backward's is ``bwd`` when given, else the same."""
+    with _patched(conv, CUDA_TILES={"fwd": (BT, BD, nw), "bwd": tuple(bwd) or (BT, BD, nw)}):
         yield
 
 
@@ -101,10 +103,14 @@ each op's module (``conv.CUDA_TILES``, ``fused_recurrent.CUDA_WARPS``, ``l2norm.
 
 def parse_variant(op: str, text: str) -> tuple[int, ...]:
     """``"128x64w8"`` -> ``(128, 64, 8)`` for an op with two tile parameters; powers of two only.
+    For causal_conv1d, ``"FWD/BWD"`` gives the forward's values followed by the backward's.
 
     Raises:
         ValueError: not of the op's form, or a value that is not a power of two.
     """
+    if op == "causal_conv1d" and "/" in text:
+        fwd, _, bwd = text.partition("/")
+        return parse_variant(op, fwd) + parse_variant(op, bwd)
     params = TARGETS[op][0]
     form = "x".join(params) + "wNUM_WARPS"
     m = re.fullmatch(r"x".join([r"(\d+)"] * len(params)) + r"w(\d+)", text.strip())
@@ -131,7 +137,8 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--op", required=True, choices=sorted(TARGETS))
     p.add_argument("--out", default=os.environ.get("OUT", "out"))
-    p.add_argument("--variants", help="comma-separated variants (default: the op's list, shipped one first)")
+    p.add_argument("--variants", help="comma-separated variants (default: the op's list, which starts with the "
+                   "tile used before the 2026-11-30 A/B)")
     p.add_argument("--shapes", help="';'-separated shapes as in fla-ascend bench (default: the op's anchors)")
     p.add_argument("--modes", help="fwd,fwdbwd (default: the op's)")
     p.add_argument("--quick", action="store_true", help="short timing; on the CPU, small shapes")

@@ -90,6 +90,18 @@ def test_conv_varlen(cu, use_h0, device):
     _check(1, 70, 128, 4, device, use_h0=use_h0, final=True, cu_seqlens=cu, use_residual=True)
 
 
+@pytest.mark.parametrize("tiles", [{"fwd": (16, 64, 4), "bwd": (64, 32, 2)}, {"fwd": (64, 32, 4), "bwd": (8, 64, 2)}])
+def test_conv_varlen_fwd_bwd_tiles_differ(tiles, device, monkeypatch):
+    """Off the NPU the forward and backward have their own tiles (conv.CUDA_TILES): with token
+    tiles of different sizes the backward builds its own varlen chunk list."""
+    from fla_ascend.ops.causal_conv1d import conv
+
+    if backend.device_type() == "npu":
+        pytest.skip("the NPU uses one tile for both directions")
+    monkeypatch.setattr(conv, "CUDA_TILES", tiles)
+    _check(1, 70, 96, 4, device, use_h0=True, final=True, cu_seqlens=[0, 1, 2, 40, 40, 70], use_residual=True)
+
+
 def test_conv_strided_x_and_dy(device):
     # x is the middle third of one projection (strided view, channel stride 1); dy non-contiguous
     proj = torch.randn(2, 33, 3 * 96, device=device)

@@ -49,10 +49,12 @@ with an activation); widths 2 to 4 are the fast case (Qwen3-Next uses 4)."""
 
 
 CUDA_TILES = {"fwd": (32, 128, 4), "bwd": (32, 64, 2)}
-"""Off-NPU ``(BT, BD, num_warps)`` of the forward and the backward sequence kernels, from an H200
-A/B of tiles and warp counts at both conv anchors in one process (``benchmarks/tune_tiles.py --op
-causal_conv1d``; cases.md): forward B1 T32768 D8192 0.638 ms at ``[64, 128]`` 4 warps (the earlier
-tile), 0.556 ms at ``[32, 128]``; forward+backward 3.397 -> 2.722 ms with ``[32, 64]`` 2 warps."""
+"""Off-NPU ``(BT, BD, num_warps)`` of the forward and the backward sequence kernels, from H200
+A/Bs of tiles and warp counts at both conv anchors (``benchmarks/tune_tiles.py --op causal_conv1d``,
+two runs, each variant's tile used in both directions; cases.md): forward at B1 T32768 D8192
+0.638 ms with ``[64, 128]`` 4 warps (the earlier tile), 0.556 ms with ``[32, 128]``; fwd+bwd 3.397 ms
+with ``[64, 128]``, 2.722 ms with ``[32, 64]`` 2 warps in both directions. This combination itself
+has not been timed yet."""
 
 
 def _tiles(D: int, stage: str) -> tuple[int, int, int]:
@@ -506,17 +508,18 @@ class CausalConv1dFunction(torch.autograd.Function):
         if output_final_state:
             dtype = initial_state.dtype if initial_state is not None else x.dtype
             ht = causal_conv1d_states_fwd(x, W, h0t, cu_seqlens, BD, dtype)
-        ctx.save_for_backward(x, wt, bias, h0t, cu_seqlens)
-        ctx.meta = (activation, weight.dtype, residual is not None)
+        ctx.save_for_backward(x, wt, bias, h0t, cu_seqlens, chunk_indices)
+        ctx.meta = (activation, weight.dtype, residual is not None, BT)
         return y, ht
 
     @staticmethod
     @kernel_backward("causal_conv1d")
     def backward(ctx, dy, dht):
-        x, wt, bias, h0t, cu_seqlens = ctx.saved_tensors
-        activation, w_dtype, has_residual = ctx.meta
+        x, wt, bias, h0t, cu_seqlens, chunk_indices = ctx.saved_tensors
+        activation, w_dtype, has_residual, fwd_BT = ctx.meta
         BT, BD, num_warps = _tiles(wt.shape[1], "bwd")
-        chunk_indices = prepare_chunk_indices(cu_seqlens, BT) if cu_seqlens is not None else None
+        if cu_seqlens is not None and BT != fwd_BT:  # the forward's chunk list is for its own BT
+            chunk_indices = prepare_chunk_indices(cu_seqlens, BT)
         dx, dwt, db, dh0 = causal_conv1d_bwd(x, wt, bias, h0t, dy, dht, activation, cu_seqlens,
                                              chunk_indices, BT, BD, num_warps)
         dw = dwt.t().to(w_dtype)

@@ -26,8 +26,10 @@ MAX_D = 8192
 # whole UB of an A2/A3 vector core (docs/ascend-rules.md, R4), so tiles stay at 4096 elements where D allows.
 _TILE_ELEMS = 4096
 _CUDA_TILE_ELEMS = 1024
-"""l2norm's tile on CUDA: H200 A/B (``benchmarks/tune_tiles.py``, cases.md) at B8 T2048 H32 K128:
-8 rows (1024 elements) 0.069 ms forward, 0.260 ms forward+backward; 32 rows 0.122 / 0.456 ms."""
+"""l2norm's tile on CUDA: H200 A/B in one process (``benchmarks/tune_tiles.py``, cases.md) at B8
+T2048 H32 K128: 8 rows (1024 elements) 0.069 ms forward, 0.260 ms forward+backward; 32 rows
+0.122 / 0.456 ms. A later side-by-side run (one process per case) measured 0.077 / 0.593 ms with
+8 rows: the forward gain held there, the forward+backward one is not confirmed."""
 
 
 def check_rows(x: object) -> int:
