@@ -3,8 +3,9 @@
 Every variant runs the benchmark suite (``fla-ascend bench``'s protocol: the correctness gate
 against the fp32 reference first, then the median time, peak memory and achieved GB/s) on the
 op's anchor shapes. Only the tile choice differs between variants: the op's tile function and
-its launches' ``num_warps`` are patched for the run and restored afterwards. NPU tiles come from
-the UB model and are not touched.
+its launches' ``num_warps`` are patched for the run and restored afterwards. The conv variants
+set the off-NPU tiles only (``conv.CUDA_TILES``); the decode and norm variants replace the tile
+function itself, so on an NPU they override its UB-model tiles too.
 
 Ops and their variant syntax (each op's default list starts with its tile before the H200 A/B):
 
@@ -108,11 +109,18 @@ def parse_variant(op: str, text: str) -> tuple[int, ...]:
     Raises:
         ValueError: not of the op's form, or a value that is not a power of two.
     """
-    if op == "causal_conv1d" and "/" in text:
-        fwd, _, bwd = text.partition("/")
-        return parse_variant(op, fwd) + parse_variant(op, bwd)
     params = TARGETS[op][0]
     form = "x".join(params) + "wNUM_WARPS"
+    if op == "causal_conv1d":
+        form += f" (both directions) or {form}/{form} (forward/backward)"
+        parts = text.split("/")
+        if len(parts) == 2:
+            try:
+                return parse_variant(op, parts[0]) + parse_variant(op, parts[1])
+            except ValueError:
+                raise ValueError(f"variant {text!r}: expected {form}") from None
+        if len(parts) > 2:
+            raise ValueError(f"variant {text!r}: expected {form}")
     m = re.fullmatch(r"x".join([r"(\d+)"] * len(params)) + r"w(\d+)", text.strip())
     if not m:
         raise ValueError(f"variant {text!r}: expected {form} for {op}")
@@ -134,7 +142,7 @@ def run_variant(op: str, vals: tuple[int, ...], quick: bool, shapes: str | None 
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--op", required=True, choices=sorted(TARGETS))
     p.add_argument("--out", default=os.environ.get("OUT", "out"))
     p.add_argument("--variants", help="comma-separated variants (default: the op's list, which starts with the "
@@ -143,17 +151,28 @@ def main(argv=None) -> int:
     p.add_argument("--modes", help="fwd,fwdbwd (default: the op's)")
     p.add_argument("--quick", action="store_true", help="short timing; on the CPU, small shapes")
     args = p.parse_args(argv)
-    spec = args.variants.split(",") if args.variants else TARGETS[args.op][4]
+    spec = args.variants.split(",") if args.variants is not None else TARGETS[args.op][4]
+    modes = args.modes.split(",") if args.modes else None
     try:
         variants = [(v.strip(), parse_variant(args.op, v)) for v in spec if v.strip()]
+        if not variants:
+            raise ValueError(f"--variants: no variant in {args.variants!r}")
+        plan_modes = modes or TARGETS[args.op][3]
+        suite._check_names("modes", plan_modes, suite.MODES)
+        plan, notes = suite.plan_cases([args.op], args.shapes or TARGETS[args.op][2], plan_modes, quick=args.quick)
     except ValueError as e:
         print(f"error: {e}", file=sys.stderr)
+        return 2
+    for note in notes:
+        print(f"note: {note}", file=sys.stderr)
+    if not plan:
+        print(f"error: no case of {args.op} fits --shapes/--modes (see the notes above)", file=sys.stderr)
         return 2
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     arts, lines = {}, []
     for name, vals in variants:
-        art = run_variant(args.op, vals, args.quick, args.shapes, args.modes.split(",") if args.modes else None)
+        art = run_variant(args.op, vals, args.quick, args.shapes, modes)
         arts[name] = art
         head, rows = report.table_rows(art, short=True)  # the suite's own columns, a variant column first
         if not lines:
