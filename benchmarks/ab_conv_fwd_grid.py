@@ -30,7 +30,7 @@ from triton.testing import do_bench  # noqa: E402
 
 from fla_ascend.ops.causal_conv1d import causal_conv1d  # noqa: E402
 
-ON_GPU = backend.device_type() == "cuda" and not backend.is_interpreter()
+ON_GPU = backend.is_cuda_compiled()
 SHAPES = [(4, 4096, 4096), (1, 32768, 8192)] if ON_GPU else [(2, 100, 200)]
 """``(B, T, D)``, width 4: the conv anchors on a GPU, a small shape elsewhere."""
 VARIANTS = [(32, 128, 1, 1, 4), (64, 128, 1, 1, 4), (16, 128, 1, 1, 4), (32, 128, 4, 2, 4), (32, 128, 8, 3, 4),

@@ -31,6 +31,7 @@ __all__ = [
     "device",
     "device_type",
     "is_interpreter",
+    "is_cuda_compiled",
     "triton_flavour",
     "num_cores",
     "launch_options",
@@ -108,6 +109,12 @@ def device() -> torch.device:
 def is_interpreter() -> bool:
     """True when kernels run under the Triton interpreter (CPU tier)."""
     return INTERPRET
+
+
+def is_cuda_compiled() -> bool:
+    """True when kernels are compiled for a CUDA GPU (device ``"cuda"``, not the interpreter):
+    where the CUDA-only choices (launch plans, tiles, dot precision, Hopper rules) apply."""
+    return device_type() == "cuda" and not is_interpreter()
 
 
 def triton_flavour() -> str:

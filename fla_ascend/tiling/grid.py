@@ -53,7 +53,7 @@ def task_plan(n_tasks: int, kind: str) -> TaskPlan:
     if n_tasks < 0:
         raise ValueError(f"n_tasks must be >= 0, got {n_tasks}")
     cores = backend.num_cores(kind)
-    if backend.device_type() == "cuda" and not backend.is_interpreter():
+    if backend.is_cuda_compiled():
         if n_tasks <= MAX_GRID:
             return TaskPlan(n_tasks=n_tasks, n_programs=max(n_tasks, 1), task_loop=False)
         return TaskPlan(n_tasks=n_tasks, n_programs=MAX_GRID, task_loop=True)

@@ -70,7 +70,7 @@ def dot_precision(stage: str, dtype: torch.dtype) -> str:
     and under the interpreter on any host, ``ieee`` (the Ascend cube and the interpreter
     multiply fp32 exactly). Kernels apply it through :func:`fla_ascend.ops.common.wy.wy_dot`.
     """
-    if backend.device_type() != "cuda" or backend.is_interpreter():
+    if not backend.is_cuda_compiled():
         return "ieee"
     precision = CUDA_LAUNCH[stage].get("precision", "ieee")
     if dtype != torch.bfloat16 and precision != "ieee":

@@ -82,7 +82,7 @@ def chunk_gated_delta_rule_bwd(
     """
     B, T, H, K = q.shape
     HV, V = v.shape[2], v.shape[3]
-    if min(K, V) < CUDA_MIN_BWD_HEAD_DIM and backend.device_type() == "cuda" and not backend.is_interpreter():
+    if min(K, V) < CUDA_MIN_BWD_HEAD_DIM and backend.is_cuda_compiled():
         raise NotImplementedError(
             f"chunk_gated_delta_rule: the backward on CUDA needs head dims K, V >= {CUDA_MIN_BWD_HEAD_DIM}, "
             f"got K={K}, V={V}: at K = V = 1 its gradients were wrong on the H200 (Triton 3.6.0; cases.md, "

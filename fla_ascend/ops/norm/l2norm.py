@@ -52,7 +52,7 @@ def row_block(D: int, cuda_tile_elems: int = _TILE_ELEMS) -> tuple[int, int]:
     """``(BM, BD)``: rows per task and the padded row width for a row length ``D``; a task holds
     about ``_TILE_ELEMS`` elements (the UB budget above), or ``cuda_tile_elems`` on a CUDA GPU."""
     BD = triton.next_power_of_2(D)
-    elems = cuda_tile_elems if backend.device_type() == "cuda" and not backend.is_interpreter() else _TILE_ELEMS
+    elems = cuda_tile_elems if backend.is_cuda_compiled() else _TILE_ELEMS
     BM = max(1, elems // BD)
     return BM, BD
 
