@@ -262,9 +262,11 @@ DENSE = [
 ]
 BIG_HEAD = [Case(1, 70, 1, 1, 256, 256, 64, gate="kernel", l2norm=True)]
 """K = V = 256, the largest head dims (whole [K, BV] state slice on chip)."""
-SMALL_HEAD = [Case(1, 70, 1, 1, 16, 16, 64, gate="kernel", l2norm=True), Case(1, 40, 1, 2, 1, 1, 64, dht=False)]
+SMALL_HEAD = [Case(1, 70, 1, 1, 16, 16, 64, gate="kernel", l2norm=True), Case(1, 40, 1, 2, 1, 1, 64, dht=False),
+              Case(1, 70, 1, 2, 128, 16, 64, gate="kernel", l2norm=True)]
 """K, V <= 16 at chunk 64: the WY stages' slabs are padded to 32 off the NPU (16 x 16 faulted on
-the H200 in an A/B; cases.md, Hopper findings)."""
+the H200 in an A/B; cases.md, Hopper findings). The last is K = 128 with V = 16, where dv' stays
+fp32 (``wy.dv_operand_dtype`` needs V >= 32) while the K-side stages take their K >= 64 path."""
 # Varlen (B = 1, sequences packed along T). The last three hold empty sequences and sequences
 # shorter than one chunk: the empty ones' dh0 is dht (or zero without it).
 VARLEN = [
