@@ -15,7 +15,7 @@ import sys
 import pytest
 
 from fla_ascend import backend
-from fla_ascend.tiling.grid import MAX_GRID, TaskPlan, check_int32_offsets, task_plan
+from fla_ascend.tiling.grid import CUDA_MAX_GRID_X, MAX_GRID, TaskPlan, check_int32_offsets, task_plan
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -163,7 +163,8 @@ def test_task_plan_bounds(monkeypatch, device_type, interpreter, cores, kind):
         plan = task_plan(n, kind)
         assert isinstance(plan, TaskPlan) and plan.n_tasks == n
         assert plan.grid == (plan.n_programs,)
-        assert 1 <= plan.n_programs <= MAX_GRID, (n, plan)
+        limit = CUDA_MAX_GRID_X if (device_type, interpreter) == ("cuda", False) else MAX_GRID
+        assert 1 <= plan.n_programs <= limit, (n, plan)
         if not plan.task_loop:  # one program per task: the grid must cover every task
             assert plan.n_programs == max(n, 1), (n, plan)
 
@@ -186,11 +187,13 @@ def test_task_plan_cuda_plain_grid_below_limit(monkeypatch):
     assert task_plan(0, "cube").n_programs == 1
 
 
-def test_task_plan_cuda_loops_above_limit(monkeypatch):
+def test_task_plan_cuda_plain_grid_above_65535(monkeypatch):
+    """CUDA's x dimension holds 2^31 - 1 programs (65535 is the y/z limit): no loop below that."""
     _simulate(monkeypatch, "cuda", interpreter=False, cores=132)
     # 2050 sequences x 32 heads: the varlen GPU case of issue 2
-    assert task_plan(2050 * 32, "cube") == TaskPlan(2050 * 32, MAX_GRID, True)
-    assert task_plan(MAX_GRID + 1, "vector") == TaskPlan(MAX_GRID + 1, MAX_GRID, True)
+    assert task_plan(2050 * 32, "cube") == TaskPlan(2050 * 32, 2050 * 32, False)
+    assert task_plan(MAX_GRID + 1, "vector") == TaskPlan(MAX_GRID + 1, MAX_GRID + 1, False)
+    assert task_plan(CUDA_MAX_GRID_X + 1, "vector") == TaskPlan(CUDA_MAX_GRID_X + 1, CUDA_MAX_GRID_X, True)
 
 
 def test_task_plan_real_backend_programs_cover_tasks():

@@ -8,7 +8,8 @@ Task-loop kernels (docs/ascend-rules.md, R1) take ``n_tasks`` and ``n_programs``
   extra blocks in further rounds with overhead (docs/ascend-rules.md, R1).
 - CUDA: one program per task with the loop compiled out (``TASK_LOOP=False``); measured on the
   H200, a one-iteration ``tl.range`` loop around two dots ran 1.8x slower than a plain grid.
-  Above :data:`MAX_GRID` tasks the loop is switched on with ``MAX_GRID`` programs.
+  The 1-D grid may hold up to :data:`CUDA_MAX_GRID_X` programs (CUDA's x-dimension limit; the
+  65535 limit applies to y and z only), so the loop is switched on only above that.
 - CPU (interpreter): the NPU plan with a few programs, so tests exercise the task loop.
 """
 from __future__ import annotations
@@ -18,10 +19,14 @@ from dataclasses import dataclass
 from fla_ascend import backend
 
 MAX_GRID = 65535
-"""Largest total grid: triton-ascend 3.2.0 raises "grid should be less than 65536"; CUDA's
-grid y/z limit is the same number. No launch of this package exceeds it."""
+"""Largest total grid on the NPU and under the interpreter: triton-ascend 3.2.0 raises "grid should
+be less than 65536" (CUDA's y/z limit is the same number; its 1-D grids go to :data:`CUDA_MAX_GRID_X`)."""
 
 INT32_MAX = 2**31 - 1
+
+CUDA_MAX_GRID_X = 2**31 - 1
+"""Largest x dimension of a CUDA grid (CUDA C Programming Guide, compute capability table:
+"Maximum x-dimension of a grid of thread blocks" 2^31 - 1); our CUDA launches are 1-D."""
 
 
 @dataclass(frozen=True)
@@ -45,7 +50,8 @@ def task_plan(n_tasks: int, kind: str) -> TaskPlan:
         kind: ``"cube"`` for kernels with ``tl.dot``, ``"vector"`` for vector-only kernels.
 
     Returns:
-        A :class:`TaskPlan` whose grid never exceeds :data:`MAX_GRID` and is at least 1.
+        A :class:`TaskPlan` whose grid is at least 1 and never exceeds :data:`MAX_GRID`
+        (:data:`CUDA_MAX_GRID_X` on a CUDA GPU).
 
     Raises:
         ValueError: ``n_tasks`` negative, or ``kind`` unknown.
@@ -54,9 +60,9 @@ def task_plan(n_tasks: int, kind: str) -> TaskPlan:
         raise ValueError(f"n_tasks must be >= 0, got {n_tasks}")
     cores = backend.num_cores(kind)
     if backend.is_cuda_compiled():
-        if n_tasks <= MAX_GRID:
+        if n_tasks <= CUDA_MAX_GRID_X:
             return TaskPlan(n_tasks=n_tasks, n_programs=max(n_tasks, 1), task_loop=False)
-        return TaskPlan(n_tasks=n_tasks, n_programs=MAX_GRID, task_loop=True)
+        return TaskPlan(n_tasks=n_tasks, n_programs=CUDA_MAX_GRID_X, task_loop=True)
     return TaskPlan(n_tasks=n_tasks, n_programs=max(1, min(n_tasks, cores, MAX_GRID)), task_loop=True)
 
 
