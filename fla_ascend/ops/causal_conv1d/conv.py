@@ -440,7 +440,7 @@ def _grid3d(*dims: int) -> tuple[int, int, int] | None:
     NPU and the interpreter use the task plan). On the H200 a forward with this grid, no task
     decode, ran 1.1-1.4x faster than the task-plan launch at the conv anchors
     (``benchmarks/ab_conv_fwd_grid.py``, cases.md)."""
-    if backend.device_type() != "cuda" or backend.is_interpreter():
+    if not backend.is_cuda_compiled():
         return None
     x, y, z = dims
     return dims if 1 <= x < 2**31 and 1 <= y <= 65535 and 1 <= z <= 65535 else None
