@@ -102,6 +102,25 @@ def test_conv_varlen_fwd_bwd_tiles_differ(tiles, device, monkeypatch):
     _check(1, 70, 96, 4, device, use_h0=True, final=True, cu_seqlens=[0, 1, 2, 40, 40, 70], use_residual=True)
 
 
+@pytest.mark.parametrize("cu", [None, [0, 1, 2, 40, 40, 70]])
+def test_conv_fwd_grid3d_launch(cu, device, monkeypatch):
+    """The forward's 3-D grid launch (CUDA: channel blocks x chunks x batch rows, no task
+    decode), forced here on any backend, against the reference; strided x, states, residual."""
+    from fla_ascend.ops.causal_conv1d import conv
+
+    launched = []
+
+    def grid3d(*dims):
+        launched.append(dims)
+        return dims if min(dims) >= 1 else None
+
+    monkeypatch.setattr(conv, "_grid3d", grid3d)
+    B = 1 if cu is not None else 2
+    proj = torch.randn(B, 70, 2 * 96, device=device)
+    _check(B, 70, 96, 4, device, x=proj[:, :, 96:], use_h0=True, final=True, cu_seqlens=cu, use_residual=True)
+    assert launched, "the forward did not ask for a 3-D grid"
+
+
 def test_conv_strided_x_and_dy(device):
     # x is the middle third of one projection (strided view, channel stride 1); dy non-contiguous
     proj = torch.randn(2, 33, 3 * 96, device=device)
