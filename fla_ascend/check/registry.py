@@ -20,7 +20,7 @@ from typing import Callable
 import torch
 
 from fla_ascend.check.runner import Case
-from fla_ascend.ops.common import chunk_h, chunk_o, wy
+from fla_ascend.ops.common import chunk_h, chunk_o, gva, wy
 from fla_ascend.tiling.ub import Tile
 
 DTYPE = torch.bfloat16  # what the NPU runs; nothing is computed (launches are captured)
@@ -183,6 +183,9 @@ KERNELS: dict[str, KernelInfo] = {
     _M + "common.chunk_o.chunk_bwd_dqkwg_kernel": KernelInfo(
         "cube", CHUNK_SCENARIOS,
         tiles=chunk_o.BWD_DQKWG_TILES),
+    _M + "common.gva.gva_group_sum_kernel": KernelInfo(
+        "vector", CHUNK_SCENARIOS,
+        tiles=gva.GVA_SUM_TILES),
     # flags (ACT, USE_H0, HAS_DHT) enter the sizes as 0/1: a tile of a switched-off path has size 0
     _M + "causal_conv1d.conv.causal_conv1d_fwd_kernel": KernelInfo(
         "vector", CONV_SCENARIOS,

@@ -14,6 +14,7 @@ from fla_ascend import backend
 from fla_ascend.ops.common.chunk_h import chunk_bwd_dh, chunk_fwd_h
 from fla_ascend.ops.common.chunk_o import chunk_bwd_dqkwg, chunk_bwd_dv_local, chunk_fwd_o
 from fla_ascend.ops.common.cumsum import chunk_gate_cumsum, chunk_gate_cumsum_bwd
+from fla_ascend.ops.common.gva import gva_group_sum
 from fla_ascend.ops.common.wy import chunk_wy_bwd, chunk_wy_fwd, dv_operand_dtype, wy_bwd_operand_dtype
 from fla_ascend.ops.gated_delta_rule.inputs import GatedDeltaRuleInputs, validate_inputs
 from fla_ascend.ops.utils import prepare_chunk_indices, prepare_chunk_offsets
@@ -116,8 +117,8 @@ def chunk_gated_delta_rule_bwd(
     dg, dbeta, dA_log, ddt_bias = chunk_gate_cumsum_bwd(g, beta, dg_parts, dbeta_t, chunk_size, n_chunks,
                                                         **idx, A_log=A_log, dt_bias=dt_bias)
     if gva:  # value heads of one group share q/k: reduce their gradients in a fixed order
-        dq = dq.view(B, T, H, HV // H, K).sum(3).to(q.dtype)
-        dk = dk.view(B, T, H, HV // H, K).sum(3).to(k.dtype)
+        dq = gva_group_sum(dq, H, q.dtype)
+        dk = gva_group_sum(dk, H, k.dtype)
     return dq, dk, dv, dg, dbeta, dh0, dA_log, ddt_bias
 
 

@@ -1,0 +1,88 @@
+"""Last backward stage under GVA (``HV > H``): the group sum of per-value-head gradients.
+
+With grouped value attention the ``G = HV / H`` value heads of a group read the same ``q`` and
+``k`` head, so ``dq`` and ``dk`` are the sums over the group of what each value head's stages
+produce (``[B, T, HV, K]`` float32). This stage adds the ``G`` slices in a fixed order
+(``g = 0 .. G - 1``, float32) and stores ``[B, T, H, K]`` in the input dtype, in one pass: one
+read of the float32 buffer and one write of the result. On the H200 it replaced a torch
+``view(...).sum(3).to(dtype)`` (a reduction kernel and a cast, 0.77 ms of an 8.9 ms fwd+bwd step
+at B1 T32768 H16 HV32; cases.md).
+
+A task is ``BM`` rows of ``[B * T * H]`` with the whole (padded) ``K`` on chip.
+"""
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+from fla_ascend.backend import launch_options
+from fla_ascend.tiling import task_plan
+from fla_ascend.tiling.ub import Tile
+
+TILE_ELEMS = 4096
+"""Elements of one ``[BM, BK]`` task. UB: two float32 tiles (the slice loaded, the sum), each
+charged twice by the automatic multibuffer, 4096 x 4 B x 4 = 64 KiB of the 192 KiB of an A2/A3
+vector core (docs/ascend-rules.md, R4)."""
+
+GVA_SUM_TILES = [Tile(("BM", "BK"), "fp32", "slice of one value head"), Tile(("BM", "BK"), "fp32", "group sum")]
+
+
+@triton.jit
+def _gva_group_sum_task(i_m, x, y, M, K, G, BM: tl.constexpr, BK: tl.constexpr):
+    r0 = tl.cast(i_m, tl.int64) * BM
+    o_r = tl.arange(0, BM)
+    o_k = tl.arange(0, BK)
+    m = (o_r < M - r0)[:, None] & (o_k < K)[None, :]
+    p_x = (r0 + o_r)[:, None] * G * K + o_k[None, :]  # row r, slice 0 of its group
+    b_s = tl.zeros([BM, BK], dtype=tl.float32)
+    for i_g in range(0, G):  # fixed order: the sum does not depend on the launch
+        b_s += tl.load(x + p_x + i_g * K, mask=m, other=0.0).to(tl.float32)  # [BM, BK]
+    tl.store(y + (r0 + o_r)[:, None] * K + o_k[None, :], b_s.to(y.dtype.element_ty), mask=m)
+
+
+@triton.jit(do_not_specialize=["M", "G", "n_tasks", "n_programs"])
+def gva_group_sum_kernel(
+    x, y, M, K, G, n_tasks, n_programs, BM: tl.constexpr, BK: tl.constexpr, TASK_LOOP: tl.constexpr,
+):
+    if TASK_LOOP:
+        for i_m in tl.range(tl.program_id(0), n_tasks, n_programs):
+            _gva_group_sum_task(i_m, x, y, M, K, G, BM, BK)
+    else:
+        _gva_group_sum_task(tl.program_id(0), x, y, M, K, G, BM, BK)
+
+
+def gva_group_sum(x: torch.Tensor, H: int, dtype: torch.dtype) -> torch.Tensor:
+    """Sum the value heads of each GVA group: ``y[b, t, h] = sum_g x[b, t, h * G + g]``.
+
+    Args:
+        x: ``[B, T, HV, K]`` float32, contiguous; value head ``i`` belongs to key head
+            ``i // G`` with ``G = HV / H`` (the GVA rule of ``chunk_gated_delta_rule``).
+        H: number of key heads; ``HV`` must be a multiple of it.
+        dtype: dtype of the result (the input dtype of ``q`` / ``k``); the sum is float32 and
+            rounded once.
+
+    Returns:
+        ``[B, T, H, K]`` in ``dtype``.
+
+    Raises:
+        ValueError: ``x`` not 4-D and contiguous, or ``HV`` not a multiple of ``H``.
+    """
+    if x.dim() != 4 or not x.is_contiguous():
+        raise ValueError(f"gva_group_sum: x must be a contiguous [B, T, HV, K] tensor, got shape {tuple(x.shape)}"
+                         f" (contiguous={x.is_contiguous()})")
+    B, T, HV, K = x.shape
+    if H < 1 or HV % H:
+        raise ValueError(f"gva_group_sum: HV={HV} must be a multiple of H={H}")
+    y = torch.empty(B, T, H, K, dtype=dtype, device=x.device)
+    M = B * T * H
+    if M == 0 or K == 0:
+        return y
+    BK = triton.next_power_of_2(K)
+    BM = max(1, TILE_ELEMS // BK)
+    plan = task_plan(triton.cdiv(M, BM), "vector")
+    gva_group_sum_kernel[plan.grid](
+        x=x, y=y, M=M, K=K, G=HV // H, n_tasks=plan.n_tasks, n_programs=plan.n_programs, BM=BM, BK=BK,
+        TASK_LOOP=plan.task_loop, **launch_options(num_warps=4),
+    )
+    return y
