@@ -210,22 +210,35 @@ def test_tile_ab_script(tmp_path, op, variant, module, attr):
     assert mod.main(["--op", op, "--variants", ",", "--out", str(tmp_path)]) == 2
 
 
-def test_conv_fwd_grid_ab_script(tmp_path, monkeypatch):
-    """benchmarks/ab_conv_fwd_grid.py: under the interpreter every candidate variant reproduces
-    the shipped forward (it is an A/B of speed, so its outputs must agree first)."""
+def test_launch_plan_ab_script(tmp_path, monkeypatch):
+    """benchmarks/ab_launch_plans.py: each plan sets the launch it names and restores the shipped
+    one (checked with a faked CUDA build, where the plans differ), and a quick run gates every row."""
     import importlib.util
     from pathlib import Path
 
-    path = Path(__file__).resolve().parents[2] / "benchmarks" / "ab_conv_fwd_grid.py"
-    spec = importlib.util.spec_from_file_location("ab_conv_fwd_grid", path)
+    from fla_ascend import backend
+    from fla_ascend.tiling import grid
+
+    path = Path(__file__).resolve().parents[2] / "benchmarks" / "ab_launch_plans.py"
+    spec = importlib.util.spec_from_file_location("ab_launch_plans", path)
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
-    monkeypatch.setenv("OUT", str(tmp_path))
-    monkeypatch.setattr(mod, "VARIANTS", [(32, 128, 1, 1, 4), (16, 64, 4, 2, 4)])
-    res = mod.main()["B2-T100-D200"]
-    assert res["32x128 NB1 st1 w4"]["ok"] and res["16x64 NB4 st2 w4"]["ok"]
-    assert res["32x128 NB1 st1 w4"]["max_abs_diff"] < 1e-5
-    assert (tmp_path / "conv_fwd_grid_ab.json").exists()
+    shipped = (grid.CUDA_MAX_GRID_X, mod.conv._grid3d)
+    monkeypatch.setattr(backend, "is_cuda_compiled", lambda: True)
+    with mod.plan("capped"):
+        assert grid.task_plan(grid.MAX_GRID + 1, "vector").task_loop
+        assert mod.conv._grid3d(4, 8, 1) is None
+    with mod.plan("grid-x"):
+        assert not grid.task_plan(grid.MAX_GRID + 1, "vector").task_loop
+        assert mod.conv._grid3d(4, 8, 1) is None
+    with mod.plan("grid3d"):
+        assert mod.conv._grid3d(4, 8, 1) == (4, 8, 1)
+    assert (grid.CUDA_MAX_GRID_X, mod.conv._grid3d) == shipped
+    monkeypatch.undo()
+    assert mod.main(["--quick", "--rounds", "1", "--modes", "fwd", "--out", str(tmp_path)]) == 0
+    rows = json.loads((tmp_path / "launch_plans.json").read_text())
+    assert {(r["op"], r["plan"]) for r in rows} == {(op, p) for op, _, plans in mod.JOBS for p in plans}
+    assert all(r["correct"] for r in rows if r["provider"] == "fla_ascend")
 
 
 def test_wy_slab_ab_script(capsys, monkeypatch):
@@ -243,3 +256,20 @@ def test_wy_slab_ab_script(capsys, monkeypatch):
     line = capsys.readouterr().out.strip()
     assert line.startswith("T70 H1 HV1 K64 V32:") and "l64x32:ok" in line and "ERR" not in line, line
     assert "s64x32" not in line  # store mode with BV < BK is never launched (it faults on Hopper)
+
+
+def test_gva_sum_ab_script(tmp_path):
+    """benchmarks/ab_gva_sum.py: both implementations agree bitwise and pass the op's gate, and
+    the op is left with the shipped stage."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[2] / "benchmarks" / "ab_gva_sum.py"
+    spec = importlib.util.spec_from_file_location("ab_gva_sum", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    assert mod.main(["--quick", "--rounds", "1", "--out", str(tmp_path)]) == 0
+    res = json.loads((tmp_path / "ab_gva_sum.json").read_text())
+    assert {"torch", "stage 4096"} <= set(res["stage_ms"])
+    assert {r["impl"] for r in res["op_ms"]} == {"torch", "stage"} and all(r["correct"] for r in res["op_ms"])
+    assert mod.chunk.gva_group_sum is mod.gva.gva_group_sum

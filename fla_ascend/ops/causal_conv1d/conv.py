@@ -41,6 +41,7 @@ from fla_ascend.ops.utils.autograd import check_forward_only, kernel_backward
 from fla_ascend.ops.utils.index import prepare_chunk_indices
 from fla_ascend.ops.utils.validation import check_cu_seqlens, check_same_device, check_tensor, op_errors
 from fla_ascend.tiling import check_int32_offsets, task_plan
+from fla_ascend.tiling.sizes import cdiv, next_pow2
 
 ACTIVATIONS = (None, "silu", "swish")
 MAX_W = 16
@@ -68,10 +69,10 @@ def _tiles(D: int, stage: str) -> tuple[int, int, int]:
     ``fla-ascend check``). Elsewhere :data:`CUDA_TILES`.
     """
     if backend.device_type() == "npu":
-        BD = min(128, triton.next_power_of_2(D))
+        BD = min(128, next_pow2(D))
         return max(8, 2048 // BD), BD, 4
     BT, BD, num_warps = CUDA_TILES[stage]
-    return BT, min(BD, triton.next_power_of_2(D)), num_warps
+    return BT, min(BD, next_pow2(D)), num_warps
 
 
 @triton.jit
@@ -430,16 +431,16 @@ def causal_conv1d_update_kernel(
 
 
 def _n_chunks(B: int, T: int, BT: int, chunk_indices: torch.Tensor | None) -> tuple[int, int]:
-    NT = triton.cdiv(T, BT)
+    NT = cdiv(T, BT)
     return NT, (chunk_indices.shape[0] if chunk_indices is not None else B * NT)
 
 
 def _grid3d(*dims: int) -> tuple[int, int, int] | None:
     """The forward's 3-D launch grid ``dims`` (channel blocks, chunks, batch rows) on a CUDA GPU,
     where every dimension fits (x up to 2^31 - 1, y and z up to 65535); ``None`` elsewhere (the
-    NPU and the interpreter use the task plan). On the H200 a forward with this grid, no task
-    decode, ran 1.1-1.4x faster than the task-plan launch at the conv anchors
-    (``benchmarks/ab_conv_fwd_grid.py``, cases.md)."""
+    NPU and the interpreter use the task plan). On the H200 the conv anchors' forward took 0.115 /
+    0.421 ms with this grid against 0.122 / 0.450 ms with the 1-D task plan (B4 T4096 D4096 /
+    B1 T32768 D8192, one process: ``benchmarks/ab_launch_plans.py``, cases.md)."""
     if not backend.is_cuda_compiled():
         return None
     x, y, z = dims
@@ -463,7 +464,7 @@ def causal_conv1d_fwd(x, wt, bias, residual, h0t, activation, cu_seqlens, chunk_
     B, T, D = x.shape
     W = wt.shape[0]
     NT, NC = _n_chunks(B, T, BT, chunk_indices)
-    ND = triton.cdiv(D, BD)
+    ND = cdiv(D, BD)
     y = torch.empty(B, T, D, dtype=x.dtype, device=x.device)
     plan = task_plan(NC * ND, "vector")
     grid3d = _grid3d(ND, NC if cu_seqlens is not None else NT, 1 if cu_seqlens is not None else B)
@@ -483,12 +484,12 @@ def causal_conv1d_states_fwd(x, W, h0t, cu_seqlens, BD, dtype):
     initial state as ``[N, W, D]`` or ``None``)."""
     B, T, D = x.shape
     N = cu_seqlens.numel() - 1 if cu_seqlens is not None else B
-    ND = triton.cdiv(D, BD)
+    ND = cdiv(D, BD)
     ht = torch.empty(N, D, W, dtype=dtype, device=x.device)
     plan = task_plan(N * ND, "vector")
     causal_conv1d_states_fwd_kernel[plan.grid](
         x=x, h0t=h0t, ht=ht, cu_seqlens=cu_seqlens, s_xb=x.stride(0), s_xt=x.stride(1), T=T, D=D,
-        ND=ND, n_tasks=plan.n_tasks, n_programs=plan.n_programs, W=W, BW=triton.next_power_of_2(W), BD=BD,
+        ND=ND, n_tasks=plan.n_tasks, n_programs=plan.n_programs, W=W, BW=next_pow2(W), BD=BD,
         USE_H0=h0t is not None, IS_VARLEN=cu_seqlens is not None, TASK_LOOP=plan.task_loop,
         **launch_options(num_warps=4),
     )
@@ -502,7 +503,7 @@ def causal_conv1d_bwd(x, wt, bias, h0t, dy, dht, activation, cu_seqlens, chunk_i
     B, T, D = x.shape
     W = wt.shape[0]
     NT, NC = _n_chunks(B, T, BT, chunk_indices)
-    ND = triton.cdiv(D, BD)
+    ND = cdiv(D, BD)
     if dy.stride(-1) != 1:
         dy = dy.contiguous()
     dhtt = _state_rows(dht)
@@ -527,7 +528,7 @@ def causal_conv1d_bwd(x, wt, bias, h0t, dy, dht, activation, cu_seqlens, chunk_i
         plan = task_plan(N * ND, "vector")
         causal_conv1d_states_bwd_kernel[plan.grid](
             **common, dh0=dh0, n_tasks=plan.n_tasks, n_programs=plan.n_programs, W=W,
-            BW=triton.next_power_of_2(W), BD=BD, ACT=activation is not None, HAS_BIAS=bias is not None,
+            BW=next_pow2(W), BD=BD, ACT=activation is not None, HAS_BIAS=bias is not None,
             HAS_DHT=dht is not None, IS_VARLEN=cu_seqlens is not None, TASK_LOOP=plan.task_loop,
             **launch_options(num_warps=4),
         )
@@ -729,13 +730,13 @@ def causal_conv1d_update(
     check_forward_only("causal_conv1d_update", "use causal_conv1d for training or call it under torch.no_grad()",
                        x=x, weight=weight, bias=bias, residual=residual)
     weight = weight.contiguous()
-    BD = min(128, triton.next_power_of_2(D))
-    ND = triton.cdiv(D, BD)
+    BD = min(128, next_pow2(D))
+    ND = cdiv(D, BD)
     y = torch.empty(N, D, dtype=x.dtype, device=x.device)
     plan = task_plan(N * ND, "vector")
     causal_conv1d_update_kernel[plan.grid](
         x=x2, cache=cache, weight=weight, bias=bias, residual=residual, y=y, s_xn=x2.stride(0), D=D, ND=ND,
-        n_tasks=plan.n_tasks, n_programs=plan.n_programs, W=W, BW=triton.next_power_of_2(W), BD=BD,
+        n_tasks=plan.n_tasks, n_programs=plan.n_programs, W=W, BW=next_pow2(W), BD=BD,
         ACT=activation is not None, HAS_BIAS=bias is not None, HAS_RESIDUAL=residual is not None,
         TASK_LOOP=plan.task_loop, **launch_options(num_warps=4),
     )

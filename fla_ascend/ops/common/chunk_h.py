@@ -16,8 +16,9 @@ import triton.language as tl
 
 from fla_ascend import backend
 from fla_ascend.ops.common.chunk_index import seq_bounds
-from fla_ascend.tiling import task_plan
 from fla_ascend.ops.common.tiles import CUDA_LAUNCH, dot_dim, npu_tiles, stage_launch
+from fla_ascend.tiling import task_plan
+from fla_ascend.tiling.sizes import cdiv
 from fla_ascend.tiling.ub import Tile
 
 
@@ -105,7 +106,7 @@ def _state_bv(N: int, HV: int, K: int, V: int, tiles, chunk_size: int, x: torch.
     if backend.device_type() == "cuda":
         candidates = sorted(CUDA_LAUNCH["chunk_h"]["bv"], reverse=True)
         for bv in candidates:
-            if N * HV * triton.cdiv(V, bv) >= backend.num_cores("cube"):
+            if N * HV * cdiv(V, bv) >= backend.num_cores("cube"):
                 return min(bv, dot_dim(V)), None
         return min(candidates[-1], dot_dim(V)), None
     return min(64, dot_dim(V)), None
@@ -144,12 +145,12 @@ def chunk_fwd_h(
     v_new = torch.empty_like(u)
     ht = torch.empty(N, HV, K, V, dtype=torch.float32, device=k.device) if output_final_state else None
     BV, multibuffer = _state_bv(N, HV, K, V, FWD_H_TILES, chunk_size, k)
-    n_tasks = N * HV * triton.cdiv(V, BV)
+    n_tasks = N * HV * cdiv(V, BV)
     plan = task_plan(n_tasks, "cube")
     chunk_fwd_h_kernel[plan.grid](
         k=k, w=w, u=u, g_cum=g_cum, h=h, v_new=v_new, h0=initial_state, ht=ht,
         cu_seqlens=cu_seqlens, chunk_offsets=chunk_offsets,
-        T=T, NT=triton.cdiv(T, chunk_size), TT=B * T, n_tasks=n_tasks, n_programs=plan.n_programs,
+        T=T, NT=cdiv(T, chunk_size), TT=B * T, n_tasks=n_tasks, n_programs=plan.n_programs,
         H=H, HV=HV, K=K, V=V, BT=chunk_size, BK=dot_dim(K), BV=BV,
         USE_INITIAL_STATE=initial_state is not None, STORE_FINAL_STATE=output_final_state,
         IS_VARLEN=cu_seqlens is not None, TASK_LOOP=plan.task_loop,
@@ -272,12 +273,12 @@ def chunk_bwd_dh(
     dv_new = torch.empty(B, T, HV, V, dtype=dv_dtype, device=k.device)
     dh0 = torch.empty(N, HV, K, V, dtype=torch.float32, device=k.device) if need_dh0 else None
     BV, multibuffer = _state_bv(N, HV, K, V, BWD_DH_TILES, chunk_size, k)
-    n_tasks = N * HV * triton.cdiv(V, BV)
+    n_tasks = N * HV * cdiv(V, BV)
     plan = task_plan(n_tasks, "cube")
     chunk_bwd_dh_kernel[plan.grid](
         q=q, k=k, w=w, g_cum=g_cum, do=do, dv_local=dv_local, dh=dh, dv_new=dv_new, dht=dht, dh0=dh0,
         cu_seqlens=cu_seqlens, chunk_offsets=chunk_offsets, scale=scale,
-        T=T, NT=triton.cdiv(T, chunk_size), TT=B * T, n_tasks=n_tasks, n_programs=plan.n_programs,
+        T=T, NT=cdiv(T, chunk_size), TT=B * T, n_tasks=n_tasks, n_programs=plan.n_programs,
         H=H, HV=HV, K=K, V=V, BT=chunk_size, BK=dot_dim(K), BV=BV,
         USE_FINAL_STATE_GRADIENT=dht is not None, USE_INITIAL_STATE=need_dh0,
         IS_VARLEN=cu_seqlens is not None, TASK_LOOP=plan.task_loop,

@@ -10,8 +10,9 @@ import triton
 import triton.language as tl
 
 from fla_ascend.ops.common.chunk_index import chunk_bounds
-from fla_ascend.tiling import task_plan
 from fla_ascend.ops.common.tiles import dot_dim, npu_tiles, stage_launch
+from fla_ascend.tiling import task_plan
+from fla_ascend.tiling.sizes import cdiv
 from fla_ascend.tiling.ub import Tile
 
 
@@ -109,11 +110,11 @@ def chunk_fwd_o(
     o = torch.empty(B, T, HV, V, dtype=q.dtype, device=q.device)
     s = npu_tiles(FWD_O_TILES, chunk_size, q, {"BK": [128, 64, 32], "BV": [128, 64, 32]}) or {"BK": 64, "BV": 128}
     BV = min(s["BV"], dot_dim(V))
-    n_tasks = n_chunks * HV * triton.cdiv(V, BV)
+    n_tasks = n_chunks * HV * cdiv(V, BV)
     plan = task_plan(n_tasks, "cube")
     chunk_fwd_o_kernel[plan.grid](
         q=q, k=k, v_new=v_new, h=h, g_cum=g_cum, o=o, chunk_indices=chunk_indices, cu_seqlens=cu_seqlens,
-        scale=scale, T=T, NT=triton.cdiv(T, chunk_size), TT=B * T, n_tasks=n_tasks, n_programs=plan.n_programs,
+        scale=scale, T=T, NT=cdiv(T, chunk_size), TT=B * T, n_tasks=n_tasks, n_programs=plan.n_programs,
         H=H, HV=HV, K=K, V=V, BT=chunk_size, BK=min(s["BK"], dot_dim(K)), BV=BV,
         IS_VARLEN=cu_seqlens is not None, TASK_LOOP=plan.task_loop,
         **stage_launch("chunk_o", s.get("multibuffer")),
@@ -191,7 +192,7 @@ def chunk_bwd_dv_local(
     plan = task_plan(n_chunks * HV, "cube")
     chunk_bwd_dv_local_kernel[plan.grid](
         q=q, k=k, g_cum=g_cum, do=do, dv_local=dv_local, chunk_indices=chunk_indices, cu_seqlens=cu_seqlens,
-        scale=scale, T=T, NT=triton.cdiv(T, chunk_size), TT=B * T, n_tasks=n_chunks * HV,
+        scale=scale, T=T, NT=cdiv(T, chunk_size), TT=B * T, n_tasks=n_chunks * HV,
         n_programs=plan.n_programs, H=H, HV=HV, K=K, V=V, BT=chunk_size,
         BK=min(s["BK"], dot_dim(K)), BV=min(s["BV"], dot_dim(V)),
         IS_VARLEN=cu_seqlens is not None, TASK_LOOP=plan.task_loop,
@@ -325,7 +326,7 @@ def chunk_bwd_dqkwg(
     HV, V = do.shape[2], do.shape[3]
     s = npu_tiles(BWD_DQKWG_TILES, chunk_size, q, {"BK": [64, 32, 16], "BV": [64, 32, 16]}) or {"BK": 64, "BV": 64}
     BK = min(s["BK"], dot_dim(K))
-    NK = triton.cdiv(K, BK)
+    NK = cdiv(K, BK)
     dq = torch.empty(B, T, HV, K, dtype=dq_dtype, device=q.device)
     dk = torch.empty(B, T, HV, K, dtype=torch.float32, device=q.device)
     dw = torch.empty(B, T, HV, K, dtype=dw_dtype, device=q.device)
@@ -335,7 +336,7 @@ def chunk_bwd_dqkwg(
     chunk_bwd_dqkwg_kernel[plan.grid](
         q=q, k=k, v_new=v_new, h=h, dh=dh, do=do, dv_new=dv_new, g_cum=g_cum, dq=dq, dk=dk, dw=dw,
         dg_parts=dg_parts, chunk_indices=chunk_indices, cu_seqlens=cu_seqlens, scale=scale,
-        T=T, NT=triton.cdiv(T, chunk_size), TT=B * T, n_tasks=n_tasks, n_programs=plan.n_programs,
+        T=T, NT=cdiv(T, chunk_size), TT=B * T, n_tasks=n_tasks, n_programs=plan.n_programs,
         H=H, HV=HV, K=K, V=V, BT=chunk_size, BK=BK, BV=min(s["BV"], dot_dim(V)),
         IS_VARLEN=cu_seqlens is not None, TASK_LOOP=plan.task_loop,
         **stage_launch("dqkwg", s.get("multibuffer")),

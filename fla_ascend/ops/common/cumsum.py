@@ -15,6 +15,7 @@ import triton.language as tl
 from fla_ascend.backend import launch_options
 from fla_ascend.ops.common.chunk_index import chunk_bounds
 from fla_ascend.tiling import task_plan
+from fla_ascend.tiling.sizes import cdiv, next_pow2
 
 
 @triton.jit
@@ -96,8 +97,8 @@ def chunk_gate_cumsum(
     chunk_gate_cumsum_kernel[plan.grid](
         g=g, beta=beta, A_log=A_log, dt_bias=dt_bias, g_cum=g_cum, beta_t=beta_t,
         chunk_indices=chunk_indices, cu_seqlens=cu_seqlens,
-        T=T, NT=triton.cdiv(T, chunk_size), TT=TT, n_tasks=n_chunks, n_programs=plan.n_programs,
-        HV=HV, BT=chunk_size, BH=triton.next_power_of_2(HV),
+        T=T, NT=cdiv(T, chunk_size), TT=TT, n_tasks=n_chunks, n_programs=plan.n_programs,
+        HV=HV, BT=chunk_size, BH=next_pow2(HV),
         USE_GATE=A_log is not None, HAS_DT_BIAS=dt_bias is not None,
         IS_VARLEN=cu_seqlens is not None, TASK_LOOP=plan.task_loop,
         **launch_options(num_warps=4),
@@ -199,8 +200,8 @@ def chunk_gate_cumsum_bwd(
     chunk_gate_cumsum_bwd_kernel[plan.grid](
         g=g, A_log=A_log, dt_bias=dt_bias, dg_parts=dg_parts, dbeta_t=dbeta_t, dg=dg, dbeta=dbeta,
         dA_log_parts=dA_log_parts, ddt_bias_parts=ddt_parts, chunk_indices=chunk_indices, cu_seqlens=cu_seqlens,
-        T=T, NT=triton.cdiv(T, chunk_size), TT=B * T, NP=dg_parts.shape[0], n_tasks=n_chunks,
-        n_programs=plan.n_programs, HV=HV, BT=chunk_size, BH=triton.next_power_of_2(HV),
+        T=T, NT=cdiv(T, chunk_size), TT=B * T, NP=dg_parts.shape[0], n_tasks=n_chunks,
+        n_programs=plan.n_programs, HV=HV, BT=chunk_size, BH=next_pow2(HV),
         USE_GATE=use_gate, HAS_DT_BIAS=dt_bias is not None,
         IS_VARLEN=cu_seqlens is not None, TASK_LOOP=plan.task_loop,
         **launch_options(num_warps=4),

@@ -18,6 +18,7 @@ import triton.language as tl
 
 from fla_ascend.backend import launch_options
 from fla_ascend.tiling import task_plan
+from fla_ascend.tiling.sizes import cdiv, next_pow2
 from fla_ascend.tiling.ub import Tile
 
 TILE_ELEMS = 4096
@@ -78,9 +79,9 @@ def gva_group_sum(x: torch.Tensor, H: int, dtype: torch.dtype) -> torch.Tensor:
     M = B * T * H
     if M == 0 or K == 0:
         return y
-    BK = triton.next_power_of_2(K)
+    BK = next_pow2(K)
     BM = max(1, TILE_ELEMS // BK)
-    plan = task_plan(triton.cdiv(M, BM), "vector")
+    plan = task_plan(cdiv(M, BM), "vector")
     gva_group_sum_kernel[plan.grid](
         x=x, y=y, M=M, K=K, G=HV // H, n_tasks=plan.n_tasks, n_programs=plan.n_programs, BM=BM, BK=BK,
         TASK_LOOP=plan.task_loop, **launch_options(num_warps=4),

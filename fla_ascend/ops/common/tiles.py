@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import torch
-import triton
 
 from fla_ascend import backend
+from fla_ascend.tiling.sizes import next_pow2
 from fla_ascend.tiling.ub import fit_tiles
 
 
@@ -81,4 +81,4 @@ def dot_precision(stage: str, dtype: torch.dtype) -> str:
 def dot_dim(n: int) -> int:
     """Tile extent for a head dim ``n`` that enters ``tl.dot``: the next power of two, at least
     16 (the smallest dot operand Triton accepts; masks cover the padding)."""
-    return max(16, triton.next_power_of_2(n))
+    return max(16, next_pow2(n))

@@ -19,8 +19,9 @@ import triton
 import triton.language as tl
 
 from fla_ascend.ops.common.chunk_index import chunk_bounds
-from fla_ascend.tiling import task_plan
 from fla_ascend.ops.common.tiles import dot_dim, dot_precision, npu_tiles, stage_launch
+from fla_ascend.tiling import task_plan
+from fla_ascend.tiling.sizes import cdiv
 from fla_ascend.tiling.ub import Tile
 
 
@@ -261,7 +262,7 @@ def chunk_wy_fwd(
     chunk_wy_fwd_kernel[plan.grid](
         k=k, v=v, g_cum=g_cum, beta_t=beta_t, w=w, u=u, Ai=Ai,
         chunk_indices=chunk_indices, cu_seqlens=cu_seqlens,
-        T=T, NT=triton.cdiv(T, chunk_size), TT=B * T, n_tasks=n_chunks * HV, n_programs=plan.n_programs,
+        T=T, NT=cdiv(T, chunk_size), TT=B * T, n_tasks=n_chunks * HV, n_programs=plan.n_programs,
         H=H, HV=HV, K=K, V=V, BT=chunk_size,
         BK=BK, BV=BV,
         DOT_PRECISION=dot_precision("wy_fwd", k.dtype), AI_MODE=ai_mode, IS_VARLEN=cu_seqlens is not None,
@@ -418,7 +419,7 @@ def chunk_wy_bwd(
     chunk_wy_bwd_kernel[plan.grid](
         k=k, v=v, g_cum=g_cum, beta_t=beta_t, Ai=Ai, dw=dw, du=du, dk_in=dk_in, dk=dk, dv=dv, dbeta_t=dbeta_t,
         dg_parts=dg_parts, chunk_indices=chunk_indices, cu_seqlens=cu_seqlens,
-        T=T, NT=triton.cdiv(T, chunk_size), TT=B * T, NK_PARTS=dg_parts.shape[0] - 1,
+        T=T, NT=cdiv(T, chunk_size), TT=B * T, NK_PARTS=dg_parts.shape[0] - 1,
         n_tasks=n_chunks * HV, n_programs=plan.n_programs,
         H=H, HV=HV, K=K, V=V, BT=chunk_size,
         BK=BK, BV=BV,

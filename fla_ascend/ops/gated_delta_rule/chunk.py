@@ -8,7 +8,6 @@ from __future__ import annotations
 import numbers
 
 import torch
-import triton
 
 from fla_ascend import backend
 from fla_ascend.ops.common.chunk_h import chunk_bwd_dh, chunk_fwd_h
@@ -19,6 +18,7 @@ from fla_ascend.ops.common.wy import chunk_wy_bwd, chunk_wy_fwd, dv_operand_dtyp
 from fla_ascend.ops.gated_delta_rule.inputs import GatedDeltaRuleInputs, validate_inputs
 from fla_ascend.ops.utils import prepare_chunk_indices, prepare_chunk_offsets
 from fla_ascend.ops.utils.autograd import kernel_backward
+from fla_ascend.tiling.sizes import cdiv
 
 CUDA_MIN_BWD_HEAD_DIM = 16
 """Smallest ``K`` and ``V`` the backward accepts on CUDA. On the H200 (Triton 3.6.0) the GPU tier's
@@ -33,7 +33,7 @@ CHUNK_SIZES = (16, 32, 64)
 def _chunking(B: int, T: int, cu_seqlens: torch.Tensor | None, chunk_size: int):
     """``(N, n_chunks, chunk_indices, chunk_offsets)`` of an equal-length or varlen batch."""
     if cu_seqlens is None:
-        return B, B * triton.cdiv(T, chunk_size), None, None
+        return B, B * cdiv(T, chunk_size), None, None
     chunk_indices = prepare_chunk_indices(cu_seqlens, chunk_size)
     return cu_seqlens.numel() - 1, chunk_indices.shape[0], chunk_indices, prepare_chunk_offsets(cu_seqlens, chunk_size)
 

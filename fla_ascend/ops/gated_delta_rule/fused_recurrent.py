@@ -14,6 +14,7 @@ from fla_ascend.backend import launch_options
 from fla_ascend.ops.gated_delta_rule.inputs import validate_inputs
 from fla_ascend.ops.utils.autograd import check_forward_only
 from fla_ascend.tiling import task_plan
+from fla_ascend.tiling.sizes import cdiv, next_pow2
 
 
 @triton.jit
@@ -96,7 +97,7 @@ CUDA_WARPS = 2
 
 def _recurrent_bv(V: int) -> int:
     """``BV``: 32 on CUDA (enough programs to saturate HBM at decode batch sizes), else up to 64."""
-    return min(32 if backend.device_type() == "cuda" else 64, triton.next_power_of_2(V))
+    return min(32 if backend.device_type() == "cuda" else 64, next_pow2(V))
 
 
 def fused_recurrent_gated_delta_rule(
@@ -141,13 +142,13 @@ def fused_recurrent_gated_delta_rule(
     o = torch.empty(B, T, HV, V, dtype=x.q.dtype, device=x.q.device)
     ht = torch.empty(x.N, HV, K, V, dtype=torch.float32, device=x.q.device) if output_final_state else None
     BV = _recurrent_bv(V)
-    n_tasks = x.N * HV * triton.cdiv(V, BV)
+    n_tasks = x.N * HV * cdiv(V, BV)
     plan = task_plan(n_tasks, "vector")
     fused_recurrent_gated_delta_rule_kernel[plan.grid](
         q=x.q, k=x.k, v=x.v, g=x.g, beta=x.beta, A_log=x.A_log, dt_bias=x.dt_bias, o=o,
         h0=x.initial_state, ht=ht, cu_seqlens=x.cu_seqlens, scale=x.scale, T=T,
         n_tasks=n_tasks, n_programs=plan.n_programs,
-        H=H, HV=HV, K=K, V=V, BK=triton.next_power_of_2(K), BV=BV,
+        H=H, HV=HV, K=K, V=V, BK=next_pow2(K), BV=BV,
         USE_INITIAL_STATE=x.initial_state is not None, STORE_FINAL_STATE=output_final_state,
         USE_QK_L2NORM=use_qk_l2norm_in_kernel, USE_GATE=x.A_log is not None, HAS_DT_BIAS=x.dt_bias is not None,
         IS_VARLEN=x.cu_seqlens is not None, TASK_LOOP=plan.task_loop,

@@ -17,6 +17,7 @@ from fla_ascend.backend import launch_options
 from fla_ascend.ops.utils.autograd import kernel_backward
 from fla_ascend.ops.utils.validation import check_eps, check_tensor, op_errors
 from fla_ascend.tiling import check_int32_offsets, task_plan
+from fla_ascend.tiling.sizes import cdiv, next_pow2
 
 MAX_D = 8192
 """Largest last dimension a row tile holds (issue 4: rows up to D = 8192)."""
@@ -51,7 +52,7 @@ def check_rows(x: object) -> int:
 def row_block(D: int, cuda_tile_elems: int = _TILE_ELEMS) -> tuple[int, int]:
     """``(BM, BD)``: rows per task and the padded row width for a row length ``D``; a task holds
     about ``_TILE_ELEMS`` elements (the UB budget above), or ``cuda_tile_elems`` on a CUDA GPU."""
-    BD = triton.next_power_of_2(D)
+    BD = next_pow2(D)
     elems = cuda_tile_elems if backend.is_cuda_compiled() else _TILE_ELEMS
     BM = max(1, elems // BD)
     return BM, BD
@@ -120,7 +121,7 @@ def l2norm_fwd(x: torch.Tensor, eps: float) -> tuple[torch.Tensor, torch.Tensor]
     BM, BD = row_block(D, _CUDA_TILE_ELEMS)
     y = torch.empty_like(x)
     rstd = torch.empty(M, dtype=torch.float32, device=x.device)
-    plan = task_plan(triton.cdiv(M, BM), "vector")
+    plan = task_plan(cdiv(M, BM), "vector")
     l2norm_fwd_kernel[plan.grid](
         x=x, y=y, rstd=rstd, M=M, D=D, eps=float(eps), n_tasks=plan.n_tasks, n_programs=plan.n_programs,
         BM=BM, BD=BD, TASK_LOOP=plan.task_loop, **launch_options(num_warps=4 if BD <= 2048 else 8),
@@ -134,7 +135,7 @@ def l2norm_bwd(x: torch.Tensor, rstd: torch.Tensor, dy: torch.Tensor) -> torch.T
     M, D = x.shape
     BM, BD = row_block(D, _CUDA_TILE_ELEMS)
     dx = torch.empty_like(x)
-    plan = task_plan(triton.cdiv(M, BM), "vector")
+    plan = task_plan(cdiv(M, BM), "vector")
     l2norm_bwd_kernel[plan.grid](
         x=x, rstd=rstd, dy=dy, dx=dx, M=M, D=D, n_tasks=plan.n_tasks, n_programs=plan.n_programs,
         BM=BM, BD=BD, TASK_LOOP=plan.task_loop, **launch_options(num_warps=4 if BD <= 2048 else 8),

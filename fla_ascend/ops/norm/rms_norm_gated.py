@@ -17,6 +17,7 @@ from fla_ascend.ops.norm.l2norm import MAX_D, check_rows, row_block
 from fla_ascend.ops.utils.autograd import kernel_backward
 from fla_ascend.ops.utils.validation import check_eps, check_same_device, check_tensor, op_errors
 from fla_ascend.tiling import check_int32_offsets, task_plan
+from fla_ascend.tiling.sizes import cdiv
 
 GATE_ACTIVATIONS = ("swish", "silu", "sigmoid")
 
@@ -133,7 +134,7 @@ def rms_norm_gated_fwd(x, g, weight, bias, eps, swish):
     BM, BD = row_block(D)
     y = torch.empty_like(x)
     rstd = torch.empty(M, dtype=torch.float32, device=x.device)
-    plan = task_plan(triton.cdiv(M, BM), "vector")
+    plan = task_plan(cdiv(M, BM), "vector")
     rms_norm_gated_fwd_kernel[plan.grid](
         x=x, g=g, weight=weight, bias=bias, y=y, rstd=rstd, M=M, D=D, eps=float(eps), n_tasks=plan.n_tasks,
         n_programs=plan.n_programs, BM=BM, BD=BD, HAS_G=g is not None, HAS_WEIGHT=weight is not None,
@@ -147,7 +148,7 @@ def rms_norm_gated_bwd(x, g, weight, bias, rstd, dy, swish):
     """Launch the backward. Returns ``(dx, dg or None, dweight float32 or None, dbias float32 or None)``."""
     M, D = x.shape
     BM, BD = row_block(D)
-    n_tasks = triton.cdiv(M, BM)
+    n_tasks = cdiv(M, BM)
     dx = torch.empty_like(x)
     dg = torch.empty_like(g) if g is not None else None
     dw_part = torch.empty(n_tasks, D, dtype=torch.float32, device=x.device) if weight is not None else None

@@ -1,0 +1,90 @@
+"""A/B of the GVA group sum of dq and dk: the Triton stage (``ops/common/gva.py``, shipped) against
+the torch expression it replaced (``x.view(B, T, H, G, K).sum(3).to(dtype)``), in one process.
+
+1. Stage level: both on a ``[B, T, HV, K]`` float32 buffer (default the T32768 anchor's,
+   ``[1, 32768, 32, 128]``), the stage at several tile sizes (``gva.TILE_ELEMS``); each output is
+   checked bitwise against torch's first.
+2. Op level: ``chunk_gated_delta_rule`` forward+backward through the benchmark suite (gate, then
+   median time) at the GVA anchors (qwen3next, T32768), once with each implementation, ``--rounds``
+   times.
+
+    python3 benchmarks/ab_gva_sum.py [--rounds 2] [--out DIR]
+    python3 benchmarks/ab_gva_sum.py --quick     # CPU smoke run: small shapes, times meaningless
+
+Writes ``DIR/ab_gva_sum.json``. Exits 1 when an output differs or a gate fails.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import os
+import sys
+from pathlib import Path
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+
+from fla_ascend import backend  # noqa: E402  (before triton: it decides interpreter mode)
+import torch  # noqa: E402
+
+from fla_ascend.bench import suite, timing  # noqa: E402
+from fla_ascend.ops.common import gva  # noqa: E402
+
+chunk = importlib.import_module("fla_ascend.ops.gated_delta_rule.chunk")
+
+
+def torch_group_sum(x: torch.Tensor, H: int, dtype: torch.dtype) -> torch.Tensor:
+    """What ``chunk_gated_delta_rule_bwd`` did before the stage."""
+    B, T, HV, K = x.shape
+    return x.view(B, T, H, HV // H, K).sum(3).to(dtype)
+
+
+IMPLS = {"torch": torch_group_sum, "stage": gva.gva_group_sum}
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--out", default=os.environ.get("OUT", "/tmp"))
+    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--quick", action="store_true", help="short timing budgets; small shapes on the CPU")
+    args = ap.parse_args(argv)
+    on_cpu = backend.device_type() == "cpu"
+    timer = timing.make_timer(args.quick)
+    B, T, H, HV, K = (1, 64, 2, 4, 32) if on_cpu else (1, 32768, 16, 32, 128)
+    dtype = torch.float16 if on_cpu else torch.bfloat16
+    x = torch.randn(B, T, HV, K, device=backend.device())
+    ref = torch_group_sum(x, H, dtype)
+    res, failed = {"stage_ms": {}, "op_ms": []}, False
+    res["stage_ms"]["torch"] = timer(lambda: torch_group_sum(x, H, dtype))
+    saved = gva.TILE_ELEMS
+    for elems in (1024, 2048, 4096, 8192):
+        gva.TILE_ELEMS = elems
+        same = torch.equal(gva.gva_group_sum(x, H, dtype), ref)
+        failed |= not same
+        res["stage_ms"][f"stage {elems}"] = timer(lambda: gva.gva_group_sum(x, H, dtype))
+        print(f"[{B}, {T}, {HV}, {K}] stage, tile {elems}: {res['stage_ms'][f'stage {elems}']:.4f} ms"
+              f" (torch {res['stage_ms']['torch']:.4f}){'' if same else '  OUTPUT DIFFERS'}", flush=True)
+    gva.TILE_ELEMS = saved
+    shapes = "qwen3next;gdn-t32k"
+    for rnd in range(args.rounds):
+        for name, impl in IMPLS.items():
+            chunk.gva_group_sum = impl
+            try:
+                art = suite.run_suite(ops=["chunk_gated_delta_rule"], shapes=shapes, modes=["fwdbwd"],
+                                      providers=["fla_ascend"], quick=args.quick, measure_peaks=False,
+                                      progress=False)
+            finally:
+                chunk.gva_group_sum = gva.gva_group_sum
+            for r in art["results"]:
+                failed |= r["correct"] is False
+                res["op_ms"].append(dict(round=rnd, impl=name, shape=r["shape"], ms=r["ms"], correct=r["correct"]))
+                print(f"round {rnd} {name:5s} {r['shape']:30s} fwd+bwd {r['ms'] or float('nan'):.3f} ms "
+                      f"gate {'PASS' if r['correct'] else 'FAIL'}", flush=True)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "ab_gva_sum.json").write_text(json.dumps(res, indent=1))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
