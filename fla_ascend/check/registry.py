@@ -14,7 +14,7 @@ says why the finding is acceptable; keep it short.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Callable
 
 import torch

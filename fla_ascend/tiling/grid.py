@@ -26,7 +26,8 @@ INT32_MAX = 2**31 - 1
 
 CUDA_MAX_GRID_X = 2**31 - 1
 """Largest x dimension of a CUDA grid (CUDA C Programming Guide, compute capability table:
-"Maximum x-dimension of a grid of thread blocks" 2^31 - 1); our CUDA launches are 1-D."""
+"Maximum x-dimension of a grid of thread blocks" 2^31 - 1). The task plans' CUDA grids are 1-D;
+the conv forward's 3-D grid keeps its y and z dimensions within :data:`MAX_GRID`, CUDA's y/z limit."""
 
 
 @dataclass(frozen=True)

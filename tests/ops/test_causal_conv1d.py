@@ -116,9 +116,28 @@ def test_conv_fwd_grid3d_launch(cu, device, monkeypatch):
 
     monkeypatch.setattr(conv, "_grid3d", grid3d)
     B = 1 if cu is not None else 2
-    proj = torch.randn(B, 70, 2 * 96, device=device)
-    _check(B, 70, 96, 4, device, x=proj[:, :, 96:], use_h0=True, final=True, cu_seqlens=cu, use_residual=True)
+    D = 200  # two channel blocks of the CUDA tile (BD 128): the grid's x dimension is used
+    proj = torch.randn(B, 70, 2 * D, device=device)
+    _check(B, 70, D, 4, device, x=proj[:, :, D:], use_h0=True, final=True, cu_seqlens=cu, use_residual=True)
     assert launched, "the forward did not ask for a 3-D grid"
+    if backend.device_type() != "npu":  # the NPU's UB tile may hold all 200 channels
+        assert launched[0][0] > 1, launched
+
+
+def test_conv_grid3d_limits(monkeypatch):
+    """``conv._grid3d``: the grid as given on a CUDA build when x <= 2^31 - 1 and y, z <= 65535
+    (CUDA's limits), ``None`` past them, for an empty dimension, and off CUDA."""
+    from fla_ascend import backend as be
+    from fla_ascend.ops.causal_conv1d import conv
+    from fla_ascend.tiling import grid
+
+    monkeypatch.setattr(be, "is_cuda_compiled", lambda: True)
+    assert conv._grid3d(64, grid.MAX_GRID, grid.MAX_GRID) == (64, grid.MAX_GRID, grid.MAX_GRID)
+    assert conv._grid3d(grid.CUDA_MAX_GRID_X, 1, 1) == (grid.CUDA_MAX_GRID_X, 1, 1)
+    for dims in [(1, grid.MAX_GRID + 1, 1), (1, 1, grid.MAX_GRID + 1), (grid.CUDA_MAX_GRID_X + 1, 1, 1), (1, 0, 1)]:
+        assert conv._grid3d(*dims) is None, dims
+    monkeypatch.setattr(be, "is_cuda_compiled", lambda: False)
+    assert conv._grid3d(4, 8, 1) is None
 
 
 def test_conv_strided_x_and_dy(device):

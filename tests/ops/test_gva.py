@@ -44,9 +44,9 @@ def test_gva_group_sum_task_loop_and_partial_tiles(device, nan_empty, monkeypatc
 
 def test_gva_group_sum_fixed_order(device):
     """The slices are added in the order g = 0, 1, 2 in float32, then rounded once: with values
-    where the order matters, the result is (1e8 + 1) - 1e8 in float32 = 0, not 1."""
+    where the order matters, (1 + 1e8) - 1e8 = 0 in float32, where the reverse order gives 1."""
     x = torch.zeros(1, 1, 3, 16, device=device)
-    x[..., 0, :], x[..., 1, :], x[..., 2, :] = 1e8, 1.0, -1e8
+    x[..., 0, :], x[..., 1, :], x[..., 2, :] = 1.0, 1e8, -1e8
     assert gva_group_sum(x, 1, torch.float32).abs().max().item() == 0.0
 
 

@@ -3,7 +3,8 @@
 flash-linear-attention compatible: ``causal_conv1d`` (forward and backward through autograd)
 and ``causal_conv1d_update`` (decode). Semantics are in :mod:`.reference`.
 
-Kernels (one ``@triton.jit`` source each, task-loop launch plans):
+Kernels (one ``@triton.jit`` source each, task-loop launch plans; the forward also has a 3-D grid
+plan on CUDA, ``_grid3d``):
 
 - ``causal_conv1d_fwd_kernel``: a task is ``BT`` tokens x ``BD`` channels of one sequence; the
   ``W`` taps are ``W`` shifted masked loads of ``x`` (the first ``W - 1`` positions of a sequence
@@ -41,6 +42,7 @@ from fla_ascend.ops.utils.autograd import check_forward_only, kernel_backward
 from fla_ascend.ops.utils.index import prepare_chunk_indices
 from fla_ascend.ops.utils.validation import check_cu_seqlens, check_same_device, check_tensor, op_errors
 from fla_ascend.tiling import check_int32_offsets, task_plan
+from fla_ascend.tiling.grid import CUDA_MAX_GRID_X, MAX_GRID
 from fla_ascend.tiling.sizes import cdiv, next_pow2
 
 ACTIVATIONS = (None, "silu", "swish")
@@ -444,7 +446,7 @@ def _grid3d(*dims: int) -> tuple[int, int, int] | None:
     if not backend.is_cuda_compiled():
         return None
     x, y, z = dims
-    return dims if 1 <= x < 2**31 and 1 <= y <= 65535 and 1 <= z <= 65535 else None
+    return dims if 1 <= x <= CUDA_MAX_GRID_X and 1 <= y <= MAX_GRID and 1 <= z <= MAX_GRID else None
 
 
 def _state_rows(state: torch.Tensor | None) -> torch.Tensor | None:

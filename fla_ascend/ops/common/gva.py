@@ -34,12 +34,14 @@ def _gva_group_sum_task(i_m, x, y, M, K, G, BM: tl.constexpr, BK: tl.constexpr):
     r0 = tl.cast(i_m, tl.int64) * BM
     o_r = tl.arange(0, BM)
     o_k = tl.arange(0, BK)
-    m = (o_r < M - r0)[:, None] & (o_k < K)[None, :]
-    p_x = (r0 + o_r)[:, None] * G * K + o_k[None, :]  # row r, slice 0 of its group
+    m = (o_r < tl.minimum(M - r0, BM).to(tl.int32))[:, None] & (o_k < K)[None, :]
+    # int64 scalar bases, int32 offsets inside the tile (docs/ascend-rules.md, R6)
+    x_t = x + r0 * G * K
+    p_x = o_r[:, None] * (G * K) + o_k[None, :]  # row r of the task, slice 0 of its group
     b_s = tl.zeros([BM, BK], dtype=tl.float32)
     for i_g in range(0, G):  # fixed order: the sum does not depend on the launch
-        b_s += tl.load(x + p_x + i_g * K, mask=m, other=0.0).to(tl.float32)  # [BM, BK]
-    tl.store(y + (r0 + o_r)[:, None] * K + o_k[None, :], b_s.to(y.dtype.element_ty), mask=m)
+        b_s += tl.load(x_t + i_g * K + p_x, mask=m, other=0.0).to(tl.float32)  # [BM, BK]
+    tl.store(y + r0 * K + o_r[:, None] * K + o_k[None, :], b_s.to(y.dtype.element_ty), mask=m)
 
 
 @triton.jit(do_not_specialize=["M", "G", "n_tasks", "n_programs"])
@@ -67,7 +69,8 @@ def gva_group_sum(x: torch.Tensor, H: int, dtype: torch.dtype) -> torch.Tensor:
         ``[B, T, H, K]`` in ``dtype``.
 
     Raises:
-        ValueError: ``x`` not 4-D and contiguous, or ``HV`` not a multiple of ``H``.
+        ValueError: ``x`` not 4-D and contiguous, ``HV`` not a multiple of ``H``, or a group so
+            large that one task's offsets (``BM * G * K``) would not fit in int32.
     """
     if x.dim() != 4 or not x.is_contiguous():
         raise ValueError(f"gva_group_sum: x must be a contiguous [B, T, HV, K] tensor, got shape {tuple(x.shape)}"
@@ -81,9 +84,12 @@ def gva_group_sum(x: torch.Tensor, H: int, dtype: torch.dtype) -> torch.Tensor:
         return y
     BK = next_pow2(K)
     BM = max(1, TILE_ELEMS // BK)
+    G = HV // H
+    if BM * G * K >= 2**31:  # the in-tile offsets are int32
+        raise ValueError(f"gva_group_sum: group size G={G} with K={K} is too large (BM * G * K must stay below 2^31)")
     plan = task_plan(cdiv(M, BM), "vector")
     gva_group_sum_kernel[plan.grid](
-        x=x, y=y, M=M, K=K, G=HV // H, n_tasks=plan.n_tasks, n_programs=plan.n_programs, BM=BM, BK=BK,
+        x=x, y=y, M=M, K=K, G=G, n_tasks=plan.n_tasks, n_programs=plan.n_programs, BM=BM, BK=BK,
         TASK_LOOP=plan.task_loop, **launch_options(num_warps=4),
     )
     return y
