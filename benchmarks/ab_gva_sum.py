@@ -30,6 +30,9 @@ import torch  # noqa: E402
 from fla_ascend.bench import suite, timing  # noqa: E402
 from fla_ascend.ops.common import gva  # noqa: E402
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from ab_launch_plans import _out_dir, _positive  # noqa: E402  (the same argument checks)
+
 chunk = importlib.import_module("fla_ascend.ops.gated_delta_rule.chunk")
 
 
@@ -43,11 +46,12 @@ IMPLS = {"torch": torch_group_sum, "stage": gva.gva_group_sum}
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--out", default=os.environ.get("OUT", "/tmp"))
-    ap.add_argument("--rounds", type=int, default=2)
+    ap = argparse.ArgumentParser(description="A/B of the GVA group sum of dq and dk: the Triton stage against torch, in one process.")
+    ap.add_argument("--out", default=os.environ.get("OUT", "/tmp"), help="output folder (default $OUT or /tmp)")
+    ap.add_argument("--rounds", type=_positive, default=2, help="times the op-level A/B is run, >= 1 (default 2)")
     ap.add_argument("--quick", action="store_true", help="short timing budgets; small shapes on the CPU")
     args = ap.parse_args(argv)
+    out = _out_dir(ap, args.out)
     on_cpu = backend.device_type() == "cpu"
     timer = timing.make_timer(args.quick)
     B, T, H, HV, K = (1, 64, 2, 4, 32) if on_cpu else (1, 32768, 16, 32, 128)
@@ -83,8 +87,6 @@ def main(argv=None) -> int:
                 gate = "SKIP" if r["correct"] is None else "PASS" if r["correct"] else "FAIL"
                 print(f"round {rnd} {name:5s} {r['shape']:30s} fwd+bwd {r['ms'] or float('nan'):.3f} ms gate {gate}",
                       flush=True)
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
     (out / "ab_gva_sum.json").write_text(json.dumps(res, indent=1))
     return 1 if failed else 0
 

@@ -44,6 +44,23 @@ JOBS = [("causal_conv1d", "conv-anchors", ["capped", "grid-x", "grid3d"]),
         ("l2norm", "gdn-b8-t2048", ["capped", "grid-x"])]
 
 
+def _positive(text: str) -> int:
+    n = int(text)
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {n}")
+    return n
+
+
+def _out_dir(ap: argparse.ArgumentParser, path: str) -> Path:
+    """Create the output folder before any timing, so that a bad ``--out`` costs no device time."""
+    out = Path(path)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        ap.error(f"--out: cannot create folder {path!r}: {e}")
+    return out
+
+
 @contextmanager
 def plan(name: str):
     """Run the block with launch plan ``name`` (see the module doc)."""
@@ -59,13 +76,16 @@ def plan(name: str):
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(description="A/B of the CUDA launch plans of the conv forward and l2norm, in one process.")
     ap.add_argument("--out", default=os.environ.get("OUT", "/tmp"), help="output folder (default $OUT or /tmp)")
-    ap.add_argument("--rounds", type=int, default=2, help="times every plan is run (default 2)")
-    ap.add_argument("--modes", default="fwd,fwdbwd")
+    ap.add_argument("--rounds", type=_positive, default=2, help="times every plan is run, >= 1 (default 2)")
+    ap.add_argument("--modes", default="fwd,fwdbwd", help="comma-separated, from fwd, fwdbwd (default both)")
     ap.add_argument("--quick", action="store_true", help="short timing budgets; small shapes on the CPU")
     args = ap.parse_args(argv)
     modes = args.modes.split(",")
+    if not modes or any(m not in suite.MODES for m in modes):
+        ap.error(f"--modes: expected a comma-separated list of {', '.join(suite.MODES)}, got {args.modes!r}")
+    out = _out_dir(ap, args.out)
     rows, failed = [], False
     for rnd in range(args.rounds):
         for op, shapes, names in JOBS:
@@ -83,8 +103,6 @@ def main(argv=None) -> int:
                     gate = "SKIP" if r["correct"] is None else "PASS" if r["correct"] else "FAIL"
                     print(f"round {rnd} {name:7s} {op:14s} {r['shape']:24s} {r['mode']:6s} {r['provider']:10s} {ms:>12s} "
                           f"gate {gate} {(r['error'] or r['skipped'] or '')[:80]}", flush=True)
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
     (out / "launch_plans.json").write_text(json.dumps(rows, indent=1))
     return 1 if failed else 0
 

@@ -57,3 +57,11 @@ def test_gva_group_sum_bad_input(device):
         gva_group_sum(torch.zeros(1, 2, 8, 6, device=device).transpose(2, 3), 2, torch.float32)
     with pytest.raises(ValueError, match=r"\[B, T, HV, K\]"):
         gva_group_sum(torch.zeros(2, 8, 6, device=device), 2, torch.float32)
+    with pytest.raises(ValueError, match="H must be >= 1, got 0"):
+        gva_group_sum(torch.zeros(1, 2, 4, 8, device=device), 0, torch.float32)
+    with pytest.raises(TypeError, match="H must be an int, got 2.0"):
+        gva_group_sum(torch.zeros(1, 2, 4, 8, device=device), 2.0, torch.float32)
+    with pytest.raises(TypeError, match=r"x must be float32 .*got torch.float16"):
+        gva_group_sum(torch.zeros(1, 2, 4, 8, device=device, dtype=torch.float16), 2, torch.float32)
+    with pytest.raises(TypeError, match="dtype must be a floating torch.dtype, got None"):
+        gva_group_sum(torch.zeros(1, 2, 4, 8, device=device), 2, None)

@@ -12,6 +12,8 @@ A task is ``BM`` rows of ``[B * T * H]`` with the whole (padded) ``K`` on chip.
 """
 from __future__ import annotations
 
+import operator
+
 import torch
 import triton
 import triton.language as tl
@@ -69,24 +71,36 @@ def gva_group_sum(x: torch.Tensor, H: int, dtype: torch.dtype) -> torch.Tensor:
         ``[B, T, H, K]`` in ``dtype``.
 
     Raises:
-        ValueError: ``x`` not 4-D and contiguous, ``HV`` not a multiple of ``H``, or a group so
+        TypeError: ``x`` not float32, ``dtype`` not a floating dtype, ``H`` not an int.
+        ValueError: ``x`` not 4-D and contiguous, ``H < 1``, ``HV`` not a multiple of ``H``, or a group so
             large that one task's offsets (``BM * G * K``) would not fit in int32.
     """
     if x.dim() != 4 or not x.is_contiguous():
         raise ValueError(f"gva_group_sum: x must be a contiguous [B, T, HV, K] tensor, got shape {tuple(x.shape)}"
                          f" (contiguous={x.is_contiguous()})")
+    if x.dtype != torch.float32:
+        raise TypeError(f"gva_group_sum: x must be float32 (the per-value-head gradients), got {x.dtype}")
+    if not (isinstance(dtype, torch.dtype) and dtype.is_floating_point):
+        raise TypeError(f"gva_group_sum: dtype must be a floating torch.dtype, got {dtype!r}")
+    try:
+        H = operator.index(H)
+    except TypeError:
+        raise TypeError(f"gva_group_sum: H must be an int, got {H!r}") from None
     B, T, HV, K = x.shape
-    if H < 1 or HV % H:
+    if H < 1:
+        raise ValueError(f"gva_group_sum: H must be >= 1, got {H}")
+    if HV % H:
         raise ValueError(f"gva_group_sum: HV={HV} must be a multiple of H={H}")
     y = torch.empty(B, T, H, K, dtype=dtype, device=x.device)
     M = B * T * H
     if M == 0 or K == 0:
         return y
     BK = next_pow2(K)
-    BM = max(1, TILE_ELEMS // BK)
+    BM = max(1, min(TILE_ELEMS // BK, next_pow2(M)))
     G = HV // H
     if BM * G * K >= 2**31:  # the in-tile offsets are int32
-        raise ValueError(f"gva_group_sum: group size G={G} with K={K} is too large (BM * G * K must stay below 2^31)")
+        raise ValueError(f"gva_group_sum: group size G={G} with K={K} and {BM} rows per task is too large "
+                         "(rows x G x K must stay below 2^31)")
     plan = task_plan(cdiv(M, BM), "vector")
     gva_group_sum_kernel[plan.grid](
         x=x, y=y, M=M, K=K, G=G, n_tasks=plan.n_tasks, n_programs=plan.n_programs, BM=BM, BK=BK,
