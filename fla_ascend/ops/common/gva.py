@@ -19,7 +19,7 @@ import triton
 import triton.language as tl
 
 from fla_ascend.backend import launch_options
-from fla_ascend.tiling import task_plan
+from fla_ascend.tiling import check_int32_offsets, task_plan
 from fla_ascend.tiling.sizes import cdiv, next_pow2
 from fla_ascend.tiling.ub import Tile
 
@@ -98,9 +98,7 @@ def gva_group_sum(x: torch.Tensor, H: int, dtype: torch.dtype) -> torch.Tensor:
     BK = next_pow2(K)
     BM = max(1, min(TILE_ELEMS // BK, next_pow2(M)))
     G = HV // H
-    if BM * G * K >= 2**31:  # the in-tile offsets are int32
-        raise ValueError(f"gva_group_sum: group size G={G} with K={K} and {BM} rows per task is too large "
-                         "(rows x G x K must stay below 2^31)")
+    check_int32_offsets(f"gva_group_sum: one task's span of x ({BM} rows x G={G} x K={K})", BM * G * K)
     plan = task_plan(cdiv(M, BM), "vector")
     gva_group_sum_kernel[plan.grid](
         x=x, y=y, M=M, K=K, G=G, n_tasks=plan.n_tasks, n_programs=plan.n_programs, BM=BM, BK=BK,
