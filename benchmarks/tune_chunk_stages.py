@@ -4,18 +4,18 @@ For each stage of the chunked gated delta rule selected with ``--stages`` (WY fo
 state recurrences, output stages, dq/dk/dw), every variant of
 ``fla_ascend.ops.common.tiles.CUDA_LAUNCH[stage]`` in ``VARIANTS`` is
 
-1. timed at the stage level at B1 T4096 H16 HV32 and B1 T32768 H16 HV32 (K = V = 128, bf16,
-   ``triton.testing.do_bench`` median),
+1. timed at the stage level at B1 T4096 H16 HV32, B1 T32768 H16 HV32 and B8 T2048 H32 HV32
+   (K = V = 128, bf16, ``triton.testing.do_bench`` median),
 2. checked for bf16 accuracy of the whole op (output, final state and every gradient) against
    the fp32 reference at K = V = 128 and K = V = 256 (relative RMSE; issue 3's tolerances: 0.005
    for o and the state, 0.008 for dq, dk, dv, dh0, 0.02 for dg and dbeta), with only that
    stage's entry changed: a launch option can change results on Hopper (cases.md),
-3. timed end to end (forward, forward+backward) at both shapes.
+3. timed end to end (forward, forward+backward) at those shapes.
 
 A variant is "ok" when it meets every tolerance. Results: ``$OUT/ab.json`` and a Markdown
 table ``$OUT/ab.md``.
 
-    python3 benchmarks/tune_chunk_stages.py [--stages wy_fwd,wy_bwd]   # on a CUDA GPU
+    python3 benchmarks/tune_chunk_stages.py [--stages fwd_h,bwd_dh]    # on a CUDA GPU
     DRY=1 python3 benchmarks/tune_chunk_stages.py                      # smoke run on the CPU interpreter
 """
 import argparse
@@ -53,11 +53,12 @@ if os.environ.get("DRY"):
         fn()
         return (time.time() - t) * 1e3
 
-    SHAPES = {"qwen": (1, 64, 1, 2, 32, 32), "t32k": (1, 128, 1, 2, 32, 32)}
+    SHAPES = {"qwen": (1, 64, 1, 2, 32, 32), "t32k": (1, 128, 1, 2, 32, 32), "b8": (2, 64, 2, 2, 32, 32)}
     ACC = {"D128": (1, 70, 1, 2, 32, 32), "D256": (1, 40, 1, 1, 64, 64)}
     DTYPE = torch.float16  # the interpreter's bf16 dots are wrong (README, "Where each tier runs")
 else:
-    SHAPES = {"qwen": (1, 4096, 16, 32, 128, 128), "t32k": (1, 32768, 16, 32, 128, 128)}
+    SHAPES = {"qwen": (1, 4096, 16, 32, 128, 128), "t32k": (1, 32768, 16, 32, 128, 128),
+              "b8": (8, 2048, 32, 32, 128, 128)}
     ACC = {"D128": (2, 1024, 4, 4, 128, 128), "D256": (1, 512, 2, 2, 256, 256)}
     DTYPE = torch.bfloat16
 
@@ -67,7 +68,13 @@ VARIANTS = {
     "wy_bwd": [dict(num_warps=nw, num_stages=ns, precision=p)
                for nw, ns, p in ((4, 2, "tf32x3"), (4, 2, "tf32"), (4, 2, "input"), (4, 1, "input"),
                                  (2, 2, "input"), (8, 2, "input"))],
-    "chunk_h": [dict(num_warps=nw, num_stages=2, bv=bv) for nw in (4, 8) for bv in ((64, 32), (32,), (16,))],
+    # the state recurrences: BV and software pipelining depth (fla's autotuner picks num_stages 3-4 at H16 HV32)
+    "fwd_h": [dict(num_warps=nw, num_stages=ns, bv=bv)
+              for nw, ns, bv in ((4, 2, (64, 32)), (4, 3, (64, 32)), (4, 4, (64, 32)), (4, 3, (32,)), (4, 4, (32,)),
+                                 (2, 2, (32,)), (2, 3, (32,)))],
+    "bwd_dh": [dict(num_warps=nw, num_stages=ns, bv=bv)
+               for nw, ns, bv in ((4, 2, (64, 32)), (4, 3, (64, 32)), (4, 4, (64, 32)), (4, 3, (32,)), (4, 4, (32,)),
+                                  (2, 2, (32,)), (2, 3, (32,)))],
     "chunk_o": [dict(num_warps=nw, num_stages=ns) for nw in (4, 8) for ns in (2, 3)],
     # num_stages 3 gave wrong dw at V = 256 on the H200 (cases.md): the accuracy columns decide
     "dqkwg": [dict(num_warps=4, num_stages=ns) for ns in (1, 2, 3)],
@@ -111,8 +118,9 @@ def stage_fns(shape):
         # dk_in is a copy per call: the fp32 path accumulates into it in place
         "wy_bwd": lambda: chunk_wy_bwd(k, v, g_cum, beta_t, Ai, dw, dv_new, dk.clone(), dg_parts, BT, n,
                                        dk_dtype=dk_dtype),
-        "chunk_h": lambda: (chunk_fwd_h(k, w, u, g_cum, BT, n, B),
-                            chunk_bwd_dh(q, k, w, g_cum, do, dv_local, scale, BT, n, B, None, False)),
+        "fwd_h": lambda: chunk_fwd_h(k, w, u, g_cum, BT, n, B),
+        "bwd_dh": lambda: chunk_bwd_dh(q, k, w, g_cum, do, dv_local, scale, BT, n, B, None, False,
+                                       dv_dtype=dv_operand_dtype(k.dtype, K, V)),
         "chunk_o": lambda: (chunk_fwd_o(q, k, v_new, h, g_cum, scale, BT, n),
                             chunk_bwd_dv_local(q, k, g_cum, do, scale, BT, n)),
         "dqkwg": lambda: chunk_bwd_dqkwg(q, k, v_new, h, dh, do, dv_new, g_cum, scale, BT, n),
@@ -180,7 +188,8 @@ def main():
     json.dump(dict(rows=rows, base=BASE, device=torch.cuda.get_device_name() if DEV == "cuda" else "cpu",
                    versions=dict(torch=torch.__version__, triton=triton.__version__),
                    elapsed_s=time.time() - t_start), open(os.path.join(OUT, "ab.json"), "w"), indent=1)
-    lines = ["| stage | variant | stage ms (T4096 / T32768) | op fwd+bwd ms (T4096 / T32768) | worst err K128 / K256 | ok |",
+    names = " / ".join(SHAPES)
+    lines = [f"| stage | variant | stage ms ({names}) | op fwd+bwd ms ({names}) | worst err K128 / K256 | ok |",
              "|---|---|---|---|---|---|"]
     for r in rows:
         if "error" in r:
@@ -188,8 +197,8 @@ def main():
             continue
         worst = " / ".join(f"{max(e, key=e.get)} {max(e.values()):.4f}" for e in r["err"].values())
         lines.append(f"| {r['stage']} | {r['cfg']}{' (base)' if r['base'] else ''} | "
-                     f"{r['stage_ms']['qwen']:.3f} / {r['stage_ms']['t32k']:.3f} | "
-                     f"{r['op_ms']['qwen']['fwdbwd']:.3f} / {r['op_ms']['t32k']['fwdbwd']:.3f} | {worst} | {r['ok']} |")
+                     + " / ".join(f"{r['stage_ms'][s]:.3f}" for s in SHAPES) + " | "
+                     + " / ".join(f"{r['op_ms'][s]['fwdbwd']:.3f}" for s in SHAPES) + f" | {worst} | {r['ok']} |")
     open(os.path.join(OUT, "ab.md"), "w").write("\n".join(lines) + "\n")
     print("\n".join(lines))
     print("elapsed", round(time.time() - t_start, 1), "s")

@@ -43,3 +43,56 @@ def test_wy_slabs_off_the_npu(bk, bv, want):
     from fla_ascend.ops.common.wy import off_npu_slabs
 
     assert off_npu_slabs(bk, bv) == want
+
+
+def test_launch_first_fitting_steps_down_and_remembers(monkeypatch):
+    """A candidate that does not fit on chip (Triton's OutOfResources at load) is skipped; the
+    one that loaded is where the next call with the same key starts."""
+    from triton.runtime.errors import OutOfResources
+
+    monkeypatch.setattr(tiles, "_FIRST_FIT", {})
+    tried = []
+
+    def launch(cfg):
+        tried.append(cfg)
+        if cfg > 2:
+            raise OutOfResources(cfg * 100, 200, "shared memory")
+
+    tiles.launch_first_fitting(("k",), [4, 3, 2, 1], launch)
+    assert tried == [4, 3, 2]
+    tried.clear()
+    tiles.launch_first_fitting(("k",), [4, 3, 2, 1], launch)
+    assert tried == [2]
+    with pytest.raises(OutOfResources):
+        tiles.launch_first_fitting(("other",), [5, 4], launch)
+
+
+def test_launch_first_fitting_passes_other_errors(monkeypatch):
+    """Only OutOfResources means "try the next candidate"; any other error is the caller's."""
+    monkeypatch.setattr(tiles, "_FIRST_FIT", {})
+
+    def launch(cfg):
+        raise ValueError("bad argument")
+
+    with pytest.raises(ValueError, match="bad argument"):
+        tiles.launch_first_fitting(("k",), [1, 2], launch)
+
+
+@pytest.mark.parametrize("N, HV, V, want_bv", [(1, 32, 128, 32), (8, 32, 128, 64), (1, 4, 128, 32), (8, 32, 16, 16)])
+def test_state_launches_on_cuda(N, HV, V, want_bv, monkeypatch):
+    """The state recurrences on CUDA: the widest table BV with one program per SM (else the
+    narrowest table BV) at the table's num_stages first, then fewer stages, then narrower BV."""
+    from fla_ascend.ops.common import chunk_h
+
+    monkeypatch.setattr(chunk_h.backend, "device_type", lambda: "cuda")
+    monkeypatch.setattr(chunk_h.backend, "is_interpreter", lambda: False)
+    monkeypatch.setattr(chunk_h.backend, "num_cores", lambda kind: 132)
+    monkeypatch.setattr(chunk_h.backend, "launch_options", lambda **o: {k: v for k, v in o.items() if v is not None})
+    monkeypatch.setitem(tiles.CUDA_LAUNCH, "bwd_dh", {"num_warps": 4, "num_stages": 3, "bv": (64, 32)})
+    x = torch.empty(1, dtype=torch.bfloat16)
+    got = chunk_h._state_launches("bwd_dh", N, HV, 128, V, chunk_h.BWD_DH_TILES, 64, x)
+    assert got[0] == (want_bv, {"num_warps": 4, "num_stages": 3})
+    assert [ns["num_stages"] for bv, ns in got[:3]] == [3, 2, 1]
+    widths = [bv for bv, _ in got]
+    assert widths == sorted(widths, reverse=True) and widths[-1] == min(16, want_bv)
+    assert len(got) == 3 * len(set(widths))

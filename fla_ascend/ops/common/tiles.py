@@ -1,8 +1,12 @@
 """Tile sizes and launch options of the chunk stages per backend: NPU tiles from the UB model
-(docs/ascend-rules.md, R3-R4), a CUDA launch table, and the smallest dot tile extent."""
+(docs/ascend-rules.md, R3-R4), a CUDA launch table with a shared-memory fallback, and the
+smallest dot tile extent."""
 from __future__ import annotations
 
+from typing import Callable, Sequence
+
 import torch
+from triton.runtime.errors import OutOfResources
 
 from fla_ascend import backend
 from fla_ascend.tiling.sizes import next_pow2
@@ -40,13 +44,50 @@ CUDA_LAUNCH = {
     # stage: launch options and dot precision on CUDA (measured on the H200: see cases.md)
     "wy_fwd": {"num_warps": 4, "num_stages": 1, "precision": "tf32"},
     "wy_bwd": {"num_warps": 4, "num_stages": 2, "precision": "input"},
-    "chunk_h": {"num_warps": 4, "num_stages": 2, "bv": (64, 32)},
+    "fwd_h": {"num_warps": 4, "num_stages": 3, "bv": (64, 32)},
+    "bwd_dh": {"num_warps": 4, "num_stages": 3, "bv": (64, 32)},
     "chunk_o": {"num_warps": 4, "num_stages": 3},
     "dqkwg": {"num_warps": 4, "num_stages": 1},
 }
 """Per-stage CUDA choices: ``num_warps``, ``num_stages``, the ``input_precision`` of the
 fp32 x fp32 dots of the WY stages, and the ``BV`` candidates of the state recurrences. A table, not ``triton.autotune``: autotuning at import
-raises with triton-ascend and no NPU (docs/ascend-rules.md, R3); benchmarks may override entries."""
+raises with triton-ascend and no NPU (docs/ascend-rules.md, R3); benchmarks may override entries.
+The state recurrences' ``num_stages`` is the deepest they take; where it does not fit the GPU's
+shared memory (wide heads, fp32 inputs) :func:`launch_first_fitting` steps down."""
+
+_FIRST_FIT: dict[tuple, int] = {}
+
+
+def launch_first_fitting(key: tuple, candidates: Sequence, launch: Callable) -> None:
+    """Call ``launch(candidate)`` with the first of ``candidates`` whose kernel fits on chip.
+
+    A deeper software pipeline (``num_stages``) or a wider tile can need more shared memory than
+    the GPU has (227 KiB per SM on the H200: e.g. the reverse recurrence at K = 256, or at
+    K = 128 with float32 inputs). Triton reports that as ``OutOfResources`` when it loads the
+    compiled kernel, before anything runs, so the next candidate is tried. The index of the
+    candidate that loaded is remembered per ``key`` (everything the kernel's size depends on
+    besides the candidates: stage, dtypes, head dims) and candidate list, so later calls start
+    there.
+
+    Args:
+        key: hashable cache key.
+        candidates: launch configurations, most preferred first.
+        launch: runs the kernel with one candidate.
+
+    Raises:
+        OutOfResources: not even the last candidate fits.
+    """
+    key = (key, repr(candidates))
+    start = _FIRST_FIT.get(key, 0)
+    for i in range(start, len(candidates)):
+        try:
+            launch(candidates[i])
+        except OutOfResources:
+            if i == len(candidates) - 1:
+                raise
+            continue
+        _FIRST_FIT[key] = i
+        return
 
 
 def stage_launch(stage: str, multibuffer: bool | None = None) -> dict:
