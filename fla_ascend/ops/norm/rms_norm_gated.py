@@ -25,8 +25,10 @@ GATE_ACTIVATIONS = ("swish", "silu", "sigmoid")
 CUDA_FWD_TILE_ELEMS = 2048
 """The forward's tile on CUDA (16 rows at D = 128); the backward keeps ``row_block``'s default
 (32 rows), which its per-task partial weight gradients prefer. H200 tile A/B (one tile for both
-directions, fifth session, cases.md): 16 rows 0.099 ms forward at B8 T2048 HV32 V128 against
-0.113 ms with 32; 32 rows 0.376 ms fwd+bwd against 0.634 with 16. Branch: to be timed beside fla."""
+directions, cases.md): 16 rows 0.099 ms forward at B8 T2048 HV32 V128 against 0.113 ms with 32;
+32 rows 0.376 ms fwd+bwd against 0.634 with 16. Beside fla, one process per tree: forward 0.151
+ms (63% of copy) with 32 rows -> 0.100 ms (95%) with this tile; fwd+bwd unchanged."""
+
 
 @triton.jit
 def _rms_gated_fwd_task(
