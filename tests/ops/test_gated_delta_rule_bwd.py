@@ -364,6 +364,41 @@ def test_beta_zero(gate, device, nan_empty):
     assert ratios["k"] < 1e-6 and ratios["v"] < 1e-6, ratios
 
 
+def test_state_recurrences_fall_back_when_out_of_shared_memory(device, nan_empty, monkeypatch):
+    """A state-recurrence launch that does not fit on chip (Triton's OutOfResources when it loads
+    the kernel, e.g. num_stages 3 at K = 256 on the H200) is retried with the next candidate,
+    and the gradients are still the reference's. Simulated: every candidate with BV > 16 is
+    refused, in both recurrences."""
+    from triton.runtime.errors import OutOfResources
+
+    from fla_ascend.ops.common import chunk_h, tiles
+
+    monkeypatch.setattr(tiles, "_FIRST_FIT", {})
+    monkeypatch.setattr(chunk_h, "_state_launches", lambda *a, **k: [(64, {}), (32, {}), (16, {})])
+    tried = []
+
+    class Refusing:
+        def __init__(self, name):
+            self.name, self.real = name, getattr(chunk_h, name)
+
+        def __getitem__(self, grid):
+            def launch(**kw):
+                tried.append((self.name, kw["BV"]))
+                if kw["BV"] > 16:
+                    raise OutOfResources(300000, 232448, "shared memory")
+                return self.real[grid](**kw)
+            return launch
+
+    for name in ("chunk_fwd_h_kernel", "chunk_bwd_dh_kernel"):
+        monkeypatch.setattr(chunk_h, name, Refusing(name))
+    check_case(Case(1, 70, 1, 2, 32, 32, 64, h0=True, dht=True), torch.float32, device)
+    fwd = [bv for n, bv in tried if n == "chunk_fwd_h_kernel"]
+    dh = [bv for n, bv in tried if n == "chunk_bwd_dh_kernel"]
+    # the backward's recompute of the forward recurrence starts at the candidate that loaded
+    assert fwd[:3] == [64, 32, 16] and len(fwd) > 3 and set(fwd[3:]) == {16}, fwd
+    assert dh == [64, 32, 16], dh
+
+
 def test_final_state_returned_but_unused(device, nan_empty):
     """``output_final_state=True`` with a loss on ``o`` only (autograd passes a zero dht) gives
     the gradients of ``output_final_state=False``."""
@@ -721,6 +756,16 @@ def test_chunk_bwd_gpu_qwen3_next(case, dtype, device, nan_empty):
 def test_chunk_bwd_gpu_qwen3_next_strong_decay(T, device, nan_empty):
     case = Case(1, T, 16, 32, 128, 128, 64, gate="kernel", l2norm=True)
     check_case(case, torch.bfloat16, device, ref=chunk_gated_delta_rule_ref, prepare=_strong_decay(), chunk_size=64)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("case", _params([Case(3, 256, 32, 32, 128, 128, 64, gate="kernel", l2norm=True),
+                                          Case(1, 300, 2, 4, 256, 256, 64)]))
+def test_chunk_bwd_gpu_fp32_wide(case, device, nan_empty):
+    """float32 inputs where the state recurrences' deeper pipelines exceed the H200's shared
+    memory (K = V = 128 at BV 64, from 3 x 32 value heads; K = V = 256): they step down
+    (tiles.launch_first_fitting; the byte counts are in cases.md) and the gradients hold."""
+    check_case(case, torch.float32, device, ref=chunk_gated_delta_rule_ref, chunk_size=64)
 
 
 @pytest.mark.gpu

@@ -58,13 +58,36 @@ def test_launch_first_fitting_steps_down_and_remembers(monkeypatch):
         if cfg > 2:
             raise OutOfResources(cfg * 100, 200, "shared memory")
 
-    tiles.launch_first_fitting(("k",), [4, 3, 2, 1], launch)
+    assert tiles.launch_first_fitting(("k",), [4, 3, 2, 1], launch) == 2
     assert tried == [4, 3, 2]
     tried.clear()
-    tiles.launch_first_fitting(("k",), [4, 3, 2, 1], launch)
+    assert tiles.launch_first_fitting(("k",), [4, 3, 2, 1], launch) == 2
     assert tried == [2]
-    with pytest.raises(OutOfResources):
+    with pytest.raises(RuntimeError, match=r"\('other',\): none of the launch candidates \[5, 4\] fits") as e:
         tiles.launch_first_fitting(("other",), [5, 4], launch)
+    assert isinstance(e.value.__cause__, OutOfResources)
+    with pytest.raises(ValueError, match="no launch candidates"):
+        tiles.launch_first_fitting(("k",), [], launch)
+
+
+def test_launch_first_fitting_without_fallback(monkeypatch):
+    """With FALLBACK off (stage A/Bs) only the first candidate is tried: a variant that does
+    not fit is an error, never timed as another variant."""
+    from triton.runtime.errors import OutOfResources
+
+    monkeypatch.setattr(tiles, "_FIRST_FIT", {})
+    monkeypatch.setattr(tiles, "FALLBACK", False)
+    tried = []
+
+    def launch(cfg):
+        tried.append(cfg)
+        if cfg > 2:
+            raise OutOfResources(cfg * 100, 200, "shared memory")
+
+    with pytest.raises(RuntimeError, match=r"candidates \[3\] fits"):
+        tiles.launch_first_fitting(("k",), [3, 2], launch)
+    assert tried == [3]
+    assert tiles.launch_first_fitting(("k",), [2, 1], launch) == 2
 
 
 def test_launch_first_fitting_passes_other_errors(monkeypatch):
@@ -96,3 +119,31 @@ def test_state_launches_on_cuda(N, HV, V, want_bv, monkeypatch):
     widths = [bv for bv, _ in got]
     assert widths == sorted(widths, reverse=True) and widths[-1] == min(16, want_bv)
     assert len(got) == 3 * len(set(widths))
+
+
+def test_state_launches_on_npu_and_interpreter(monkeypatch):
+    """On an NPU one candidate from the UB model, with multibuffer passed on; under the
+    interpreter one candidate, BV = min(64, dot_dim(V)), no options."""
+    from fla_ascend.ops.common import chunk_h
+
+    x = torch.empty(1, dtype=torch.bfloat16)
+    monkeypatch.setattr(chunk_h.backend, "launch_options", lambda **o: {k: v for k, v in o.items() if v is not None})
+    monkeypatch.setattr(chunk_h, "npu_tiles", lambda *a, **k: {"BV": 32, "multibuffer": False})
+    assert chunk_h._state_launches("bwd_dh", 1, 4, 256, 128, chunk_h.BWD_DH_TILES, 64, x) == \
+        [(32, {"multibuffer": False})]
+    monkeypatch.setattr(chunk_h, "npu_tiles", lambda *a, **k: None)
+    monkeypatch.setattr(chunk_h.backend, "is_cuda_compiled", lambda: False)
+    assert chunk_h._state_launches("fwd_h", 1, 4, 128, 20, chunk_h.FWD_H_TILES, 64, x) == [(32, {})]
+
+
+def test_state_launches_reject_zero_stages(monkeypatch):
+    """A table entry with num_stages below 1 (a benchmark override) is refused by name instead of
+    giving an empty candidate list."""
+    from fla_ascend.ops.common import chunk_h
+
+    monkeypatch.setattr(chunk_h.backend, "device_type", lambda: "cuda")
+    monkeypatch.setattr(chunk_h.backend, "is_interpreter", lambda: False)
+    monkeypatch.setitem(tiles.CUDA_LAUNCH, "fwd_h", {"num_warps": 4, "num_stages": 0, "bv": (64, 32)})
+    x = torch.empty(1, dtype=torch.bfloat16)
+    with pytest.raises(ValueError, match=r"CUDA_LAUNCH\['fwd_h'\]\['num_stages'\] must be >= 1, got 0"):
+        chunk_h._state_launches("fwd_h", 1, 4, 128, 128, chunk_h.FWD_H_TILES, 64, x)

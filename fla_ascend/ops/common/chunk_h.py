@@ -104,8 +104,13 @@ def _state_launches(stage: str, N: int, HV: int, K: int, V: int, tiles, chunk_si
     (``multibuffer`` off when only unbuffered fits). On CUDA the largest of the stage's table
     ``BV`` values that still gives one program per SM (the recurrence is latency-bound, so
     parallelism beats tile size) at the table's ``num_stages``, then the same ``BV`` with fewer
-    stages, then narrower ``BV`` down to 16: the fallbacks for shared memory
-    (:func:`fla_ascend.ops.common.tiles.launch_first_fitting`). Elsewhere (the interpreter) ``BV`` 64.
+    stages, then each narrower ``BV`` down to 16, again from the table's ``num_stages`` down to 1:
+    the fallbacks for shared memory (:func:`fla_ascend.ops.common.tiles.launch_first_fitting`).
+    Elsewhere (the interpreter) one candidate, ``BV = min(64, dot_dim(V))``. A ``BV`` above
+    ``dot_dim(V)`` is clipped to it (and duplicates dropped).
+
+    Raises:
+        ValueError: the CUDA table entry's ``num_stages`` is below 1.
     """
     fit = npu_tiles(tiles, chunk_size, x, {"BV": [64, 32, 16]}, BK=dot_dim(K))
     if fit is not None:
@@ -113,6 +118,8 @@ def _state_launches(stage: str, N: int, HV: int, K: int, V: int, tiles, chunk_si
     if not backend.is_cuda_compiled():
         return [(min(64, dot_dim(V)), {})]
     entry = CUDA_LAUNCH[stage]
+    if entry["num_stages"] < 1:
+        raise ValueError(f"CUDA_LAUNCH[{stage!r}]['num_stages'] must be >= 1, got {entry['num_stages']}")
     table = sorted(entry["bv"], reverse=True)
     first = next((bv for bv in table if N * HV * cdiv(V, bv) >= backend.num_cores("cube")), table[-1])
     widths = [bv for bv in sorted(set(table) | {16}, reverse=True) if bv <= first]
@@ -168,7 +175,7 @@ def chunk_fwd_h(
             IS_VARLEN=cu_seqlens is not None, TASK_LOOP=plan.task_loop, **options,
         )
 
-    launch_first_fitting(("fwd_h", k.dtype, K, V, chunk_size),
+    launch_first_fitting(("fwd_h", k.device, k.dtype, K, V, chunk_size),
                          _state_launches("fwd_h", N, HV, K, V, FWD_H_TILES, chunk_size, k), launch)
     return h, v_new, ht
 
@@ -211,8 +218,9 @@ def _chunk_bwd_dh_task(
         b_k = tl.load(k + p_qk, mask=m_tk, other=0.0)  # [BT, BK]
         p_v = (t0 * HV + i_hv) * V + o_t[:, None] * (HV * V) + o_v[None, :]
         m_tv = m_t[:, None] & m_v[None, :]
-        # the decay scales the dot's rows after it, so k enters the dot as loaded (on CUDA it
-        # stays in the pipelined shared-memory buffer: 0.594 -> 0.328 ms at B8, cases.md)
+        # the decay scales the dot's rows after it, so k enters the dot as loaded (H200, B8 T2048:
+        # 0.539 -> 0.328 ms with 3 pipeline stages; presumably k then stays in the pipelined
+        # shared-memory buffer, not checked in the SASS: cases.md)
         b_dv = tl.dot(b_k, b_dh.to(b_k.dtype)) * tl.where(m_t, tl.exp(b_g_last - b_g), 0.0)[:, None] \
             + tl.load(dv_local + p_v, mask=m_tv, other=0.0)  # [BT, BV]
         tl.store(dv_new + p_v, b_dv.to(dv_new.dtype.element_ty), mask=m_tv)
@@ -301,6 +309,6 @@ def chunk_bwd_dh(
             IS_VARLEN=cu_seqlens is not None, TASK_LOOP=plan.task_loop, **options,
         )
 
-    launch_first_fitting(("bwd_dh", k.dtype, dv_local.dtype, dv_dtype, K, V, chunk_size),
+    launch_first_fitting(("bwd_dh", k.device, k.dtype, dv_local.dtype, dv_dtype, K, V, chunk_size),
                          _state_launches("bwd_dh", N, HV, K, V, BWD_DH_TILES, chunk_size, k), launch)
     return dh, dv_new, dh0

@@ -57,8 +57,13 @@ shared memory (wide heads, fp32 inputs) :func:`launch_first_fitting` steps down.
 
 _FIRST_FIT: dict[tuple, int] = {}
 
+FALLBACK = True
+"""Whether :func:`launch_first_fitting` steps down past a candidate that does not fit. Stage
+A/Bs that time one configuration (``benchmarks/tune_chunk_stages.py``) set it False, so that a
+variant that does not fit is reported as such instead of being timed as another one."""
 
-def launch_first_fitting(key: tuple, candidates: Sequence, launch: Callable) -> None:
+
+def launch_first_fitting(key: tuple, candidates: Sequence, launch: Callable):
     """Call ``launch(candidate)`` with the first of ``candidates`` whose kernel fits on chip.
 
     A deeper software pipeline (``num_stages``) or a wider tile can need more shared memory than
@@ -66,28 +71,37 @@ def launch_first_fitting(key: tuple, candidates: Sequence, launch: Callable) -> 
     K = 128 with float32 inputs). Triton reports that as ``OutOfResources`` when it loads the
     compiled kernel, before anything runs, so the next candidate is tried. The index of the
     candidate that loaded is remembered per ``key`` (everything the kernel's size depends on
-    besides the candidates: stage, dtypes, head dims) and candidate list, so later calls start
-    there.
+    besides the candidates: stage, device, dtypes, head dims) and candidate list, so later
+    calls start there.
 
     Args:
         key: hashable cache key.
-        candidates: launch configurations, most preferred first.
+        candidates: launch configurations, most preferred first (at least one).
         launch: runs the kernel with one candidate.
 
+    Returns:
+        The candidate that ran.
+
     Raises:
-        OutOfResources: not even the last candidate fits.
+        ValueError: ``candidates`` is empty.
+        RuntimeError: not even the last candidate fits (or the first, with :data:`FALLBACK`
+            off); it names the key and the candidates tried, and chains Triton's error.
     """
-    key = (key, repr(candidates))
-    start = _FIRST_FIT.get(key, 0)
-    for i in range(start, len(candidates)):
+    if not candidates:
+        raise ValueError(f"launch_first_fitting: no launch candidates for {key}")
+    cache_key = (key, repr(candidates))
+    start = _FIRST_FIT.get(cache_key, 0) if FALLBACK else 0
+    stop = len(candidates) if FALLBACK else 1
+    for i in range(start, stop):
         try:
             launch(candidates[i])
-        except OutOfResources:
-            if i == len(candidates) - 1:
-                raise
+        except OutOfResources as e:
+            if i == stop - 1:
+                raise RuntimeError(f"{key}: none of the launch candidates {list(candidates[start:stop])} fits "
+                                   f"on chip (last: {e})") from e
             continue
-        _FIRST_FIT[key] = i
-        return
+        _FIRST_FIT[cache_key] = i
+        return candidates[i]
 
 
 def stage_launch(stage: str, multibuffer: bool | None = None) -> dict:

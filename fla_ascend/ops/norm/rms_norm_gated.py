@@ -22,7 +22,7 @@ from fla_ascend.tiling.sizes import cdiv
 GATE_ACTIVATIONS = ("swish", "silu", "sigmoid")
 
 
-CUDA_FWD_TILE_ELEMS = 2048
+_CUDA_FWD_TILE_ELEMS = 2048
 """The forward's tile on CUDA (16 rows at D = 128); the backward keeps ``row_block``'s default
 (32 rows), which its per-task partial weight gradients prefer. H200 tile A/B (one tile for both
 directions, cases.md): 16 rows 0.099 ms forward at B8 T2048 HV32 V128 against 0.113 ms with 32;
@@ -139,7 +139,7 @@ def rms_norm_gated_bwd_kernel(
 def rms_norm_gated_fwd(x, g, weight, bias, eps, swish):
     """Launch the forward on ``x`` (and ``g``) ``[M, D]`` contiguous. Returns ``(y, rstd [M] float32)``."""
     M, D = x.shape
-    BM, BD = row_block(D, CUDA_FWD_TILE_ELEMS)
+    BM, BD = row_block(D, _CUDA_FWD_TILE_ELEMS)
     y = torch.empty_like(x)
     rstd = torch.empty(M, dtype=torch.float32, device=x.device)
     plan = task_plan(cdiv(M, BM), "vector")
