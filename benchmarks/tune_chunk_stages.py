@@ -16,6 +16,7 @@ A variant is "ok" when it meets every tolerance. Results: ``$OUT/ab.json`` and a
 table ``$OUT/ab.md``.
 
     python3 benchmarks/tune_chunk_stages.py [--stages fwd_h,bwd_dh]    # on a CUDA GPU
+    python3 benchmarks/tune_chunk_stages.py --stages wy_fwd --base-only  # the shipped entry only
     DRY=1 python3 benchmarks/tune_chunk_stages.py                      # smoke run on the CPU interpreter
 """
 import argparse
@@ -168,12 +169,17 @@ def op_times(shape):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--stages", default="wy_fwd,wy_bwd", help=f"comma-separated, from {','.join(VARIANTS)}")
+    ap.add_argument("--base-only", action="store_true",
+                    help="time only each stage's shipped table entry (to compare two source trees)")
     args = ap.parse_args()
+    unknown = sorted(set(args.stages.split(",")) - set(VARIANTS))
+    if unknown:
+        ap.error(f"--stages: unknown {unknown}; known: {','.join(VARIANTS)}")
     t_start = time.time()
     fns = {name: stage_fns(shape) for name, shape in SHAPES.items()}
     rows = []
     for stage in args.stages.split(","):
-        for cfg in VARIANTS[stage]:
+        for cfg in [BASE[stage]] if args.base_only else VARIANTS[stage]:
             tiles.CUDA_LAUNCH[stage] = dict(cfg)
             row = dict(stage=stage, cfg=cfg, base=cfg == BASE[stage])
             try:
