@@ -47,7 +47,8 @@ def test_wy_slabs_off_the_npu(bk, bv, want):
 
 def test_launch_first_fitting_steps_down_and_remembers(monkeypatch):
     """A candidate that does not fit on chip (Triton's OutOfResources at load) is skipped; the
-    one that loaded is where the next call with the same key starts."""
+    one that loaded is where the next call with the same key starts; when none fits the error
+    names the stage, the sizes, the candidates and the bytes."""
     from triton.runtime.errors import OutOfResources
 
     monkeypatch.setattr(tiles, "_FIRST_FIT", {})
@@ -58,25 +59,27 @@ def test_launch_first_fitting_steps_down_and_remembers(monkeypatch):
         if cfg > 2:
             raise OutOfResources(cfg * 100, 200, "shared memory")
 
-    assert tiles.launch_first_fitting(("k",), [4, 3, 2, 1], launch) == 2
+    assert tiles.launch_first_fitting("s", ("k",), [4, 3, 2, 1], launch) == 2
     assert tried == [4, 3, 2]
     tried.clear()
-    assert tiles.launch_first_fitting(("k",), [4, 3, 2, 1], launch) == 2
+    assert tiles.launch_first_fitting("s", ("k",), [4, 3, 2, 1], launch) == 2
     assert tried == [2]
-    with pytest.raises(RuntimeError, match=r"\('other',\): none of the launch candidates \[5, 4\] fits") as e:
-        tiles.launch_first_fitting(("other",), [5, 4], launch)
+    with pytest.raises(RuntimeError, match=r"^s \(K=9\): no launch configuration fits the device's on-chip "
+                                           r"memory; tried \[5, 4\], the last needs 400 B of shared memory, "
+                                           r"the device has 200 B$") as e:
+        tiles.launch_first_fitting("s", ("other",), [5, 4], launch, what="K=9")
     assert isinstance(e.value.__cause__, OutOfResources)
     with pytest.raises(ValueError, match="no launch candidates"):
-        tiles.launch_first_fitting(("k",), [], launch)
+        tiles.launch_first_fitting("s", ("k",), [], launch)
 
 
-def test_launch_first_fitting_without_fallback(monkeypatch):
-    """With FALLBACK off (stage A/Bs) only the first candidate is tried: a variant that does
-    not fit is an error, never timed as another variant."""
+def test_launch_first_fitting_strict_stage(monkeypatch):
+    """A stage in STRICT_STAGES (a stage A/B) tries only its first candidate: a variant that
+    does not fit is an error, never timed as another variant; other stages still step down."""
     from triton.runtime.errors import OutOfResources
 
     monkeypatch.setattr(tiles, "_FIRST_FIT", {})
-    monkeypatch.setattr(tiles, "FALLBACK", False)
+    monkeypatch.setattr(tiles, "STRICT_STAGES", {"timed"})
     tried = []
 
     def launch(cfg):
@@ -84,21 +87,11 @@ def test_launch_first_fitting_without_fallback(monkeypatch):
         if cfg > 2:
             raise OutOfResources(cfg * 100, 200, "shared memory")
 
-    with pytest.raises(RuntimeError, match=r"candidates \[3\] fits"):
-        tiles.launch_first_fitting(("k",), [3, 2], launch)
+    with pytest.raises(RuntimeError, match=r"tried \[3\]"):
+        tiles.launch_first_fitting("timed", ("k",), [3, 2], launch)
     assert tried == [3]
-    assert tiles.launch_first_fitting(("k",), [2, 1], launch) == 2
-
-
-def test_launch_first_fitting_passes_other_errors(monkeypatch):
-    """Only OutOfResources means "try the next candidate"; any other error is the caller's."""
-    monkeypatch.setattr(tiles, "_FIRST_FIT", {})
-
-    def launch(cfg):
-        raise ValueError("bad argument")
-
-    with pytest.raises(ValueError, match="bad argument"):
-        tiles.launch_first_fitting(("k",), [1, 2], launch)
+    assert tiles.launch_first_fitting("timed", ("k",), [2, 1], launch) == 2
+    assert tiles.launch_first_fitting("other", ("k",), [3, 2], launch) == 2
 
 
 @pytest.mark.parametrize("N, HV, V, want_bv", [(1, 32, 128, 32), (8, 32, 128, 64), (1, 4, 128, 32), (8, 32, 16, 16)])
@@ -111,7 +104,7 @@ def test_state_launches_on_cuda(N, HV, V, want_bv, monkeypatch):
     monkeypatch.setattr(chunk_h.backend, "is_interpreter", lambda: False)
     monkeypatch.setattr(chunk_h.backend, "num_cores", lambda kind: 132)
     monkeypatch.setattr(chunk_h.backend, "launch_options", lambda **o: {k: v for k, v in o.items() if v is not None})
-    monkeypatch.setitem(tiles.CUDA_LAUNCH, "bwd_dh", {"num_warps": 4, "num_stages": 3, "bv": (64, 32)})
+    monkeypatch.setitem(tiles.CUDA_LAUNCH, "bwd_dh", {"num_warps": 4, "num_stages": {128: 3, 256: 2}, "bv": (64, 32)})
     x = torch.empty(1, dtype=torch.bfloat16)
     got = chunk_h._state_launches("bwd_dh", N, HV, 128, V, chunk_h.BWD_DH_TILES, 64, x)
     assert got[0] == (want_bv, {"num_warps": 4, "num_stages": 3})
@@ -147,3 +140,19 @@ def test_state_launches_reject_zero_stages(monkeypatch):
     x = torch.empty(1, dtype=torch.bfloat16)
     with pytest.raises(ValueError, match=r"CUDA_LAUNCH\['fwd_h'\]\['num_stages'\] must be >= 1, got 0"):
         chunk_h._state_launches("fwd_h", 1, 4, 128, 128, chunk_h.FWD_H_TILES, 64, x)
+
+
+@pytest.mark.parametrize("K, want", [(64, 3), (100, 3), (128, 3), (200, 2), (256, 2), (512, 2)])
+def test_state_launches_stages_per_head_dim(K, want, monkeypatch):
+    """num_stages given per largest dot_dim(K): the first candidate takes the entry for the
+    smallest key >= dot_dim(K) (the largest key beyond it)."""
+    from fla_ascend.ops.common import chunk_h
+
+    monkeypatch.setattr(chunk_h.backend, "device_type", lambda: "cuda")
+    monkeypatch.setattr(chunk_h.backend, "is_interpreter", lambda: False)
+    monkeypatch.setattr(chunk_h.backend, "num_cores", lambda kind: 132)
+    monkeypatch.setattr(chunk_h.backend, "launch_options", lambda **o: {k: v for k, v in o.items() if v is not None})
+    monkeypatch.setitem(tiles.CUDA_LAUNCH, "fwd_h", {"num_warps": 4, "num_stages": {128: 3, 256: 2}, "bv": (64, 32)})
+    x = torch.empty(1, dtype=torch.bfloat16)
+    got = chunk_h._state_launches("fwd_h", 1, 32, K, 128, chunk_h.FWD_H_TILES, 64, x)
+    assert got[0][1]["num_stages"] == want

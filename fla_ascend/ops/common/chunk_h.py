@@ -103,8 +103,8 @@ def _state_launches(stage: str, N: int, HV: int, K: int, V: int, tiles, chunk_si
     On an NPU one candidate: the largest ``BV`` that fits the UB with the whole ``K`` on chip
     (``multibuffer`` off when only unbuffered fits). On CUDA the largest of the stage's table
     ``BV`` values that still gives one program per SM (the recurrence is latency-bound, so
-    parallelism beats tile size) at the table's ``num_stages``, then the same ``BV`` with fewer
-    stages, then each narrower ``BV`` down to 16, again from the table's ``num_stages`` down to 1:
+    parallelism beats tile size) at the table's ``num_stages`` for this ``K``, then the same ``BV``
+    with fewer stages, then each narrower ``BV`` down to 16, again from that ``num_stages`` down to 1:
     the fallbacks for shared memory (:func:`fla_ascend.ops.common.tiles.launch_first_fitting`).
     Elsewhere (the interpreter) one candidate, ``BV = min(64, dot_dim(V))``. A ``BV`` above
     ``dot_dim(V)`` is clipped to it (and duplicates dropped).
@@ -118,15 +118,18 @@ def _state_launches(stage: str, N: int, HV: int, K: int, V: int, tiles, chunk_si
     if not backend.is_cuda_compiled():
         return [(min(64, dot_dim(V)), {})]
     entry = CUDA_LAUNCH[stage]
-    if entry["num_stages"] < 1:
-        raise ValueError(f"CUDA_LAUNCH[{stage!r}]['num_stages'] must be >= 1, got {entry['num_stages']}")
+    stages = entry["num_stages"]
+    if isinstance(stages, dict):  # largest dot_dim(K) served -> stages
+        stages = stages[min((k for k in stages if k >= dot_dim(K)), default=max(stages))]
+    if stages < 1:
+        raise ValueError(f"CUDA_LAUNCH[{stage!r}]['num_stages'] must be >= 1, got {stages}")
     table = sorted(entry["bv"], reverse=True)
     first = next((bv for bv in table if N * HV * cdiv(V, bv) >= backend.num_cores("cube")), table[-1])
     widths = [bv for bv in sorted(set(table) | {16}, reverse=True) if bv <= first]
     out = []
     for bv in dict.fromkeys(min(bv, dot_dim(V)) for bv in widths):
         out += [(bv, backend.launch_options(num_warps=entry["num_warps"], num_stages=ns))
-                for ns in range(entry["num_stages"], 0, -1)]
+                for ns in range(stages, 0, -1)]
     return out
 
 
@@ -175,8 +178,9 @@ def chunk_fwd_h(
             IS_VARLEN=cu_seqlens is not None, TASK_LOOP=plan.task_loop, **options,
         )
 
-    launch_first_fitting(("fwd_h", k.device, k.dtype, K, V, chunk_size),
-                         _state_launches("fwd_h", N, HV, K, V, FWD_H_TILES, chunk_size, k), launch)
+    launch_first_fitting("fwd_h", (k.device, k.dtype, K, V, chunk_size),
+                         _state_launches("fwd_h", N, HV, K, V, FWD_H_TILES, chunk_size, k), launch,
+                         what=f"K={K}, V={V}, {k.dtype}, chunk_size={chunk_size}")
     return h, v_new, ht
 
 
@@ -309,6 +313,7 @@ def chunk_bwd_dh(
             IS_VARLEN=cu_seqlens is not None, TASK_LOOP=plan.task_loop, **options,
         )
 
-    launch_first_fitting(("bwd_dh", k.device, k.dtype, dv_local.dtype, dv_dtype, K, V, chunk_size),
-                         _state_launches("bwd_dh", N, HV, K, V, BWD_DH_TILES, chunk_size, k), launch)
+    launch_first_fitting("bwd_dh", (k.device, k.dtype, dv_local.dtype, dv_dtype, K, V, chunk_size),
+                         _state_launches("bwd_dh", N, HV, K, V, BWD_DH_TILES, chunk_size, k), launch,
+                         what=f"K={K}, V={V}, {k.dtype}, chunk_size={chunk_size}")
     return dh, dv_new, dh0

@@ -44,61 +44,69 @@ CUDA_LAUNCH = {
     # stage: launch options and dot precision on CUDA (measured on the H200: see cases.md)
     "wy_fwd": {"num_warps": 4, "num_stages": 1, "precision": "tf32"},
     "wy_bwd": {"num_warps": 4, "num_stages": 2, "precision": "input"},
-    "fwd_h": {"num_warps": 4, "num_stages": 3, "bv": (64, 32)},
-    "bwd_dh": {"num_warps": 4, "num_stages": 3, "bv": (64, 32)},
+    # num_stages per largest head dim: K = 256 is no faster at 3 (forward 0.295 vs 0.266 ms at
+    # B1 T8192 H4) and rarely fits there
+    "fwd_h": {"num_warps": 4, "num_stages": {128: 3, 256: 2}, "bv": (64, 32)},
+    "bwd_dh": {"num_warps": 4, "num_stages": {128: 3, 256: 2}, "bv": (64, 32)},
     "chunk_o": {"num_warps": 4, "num_stages": 3},
     "dqkwg": {"num_warps": 4, "num_stages": 1},
 }
 """Per-stage CUDA choices: ``num_warps``, ``num_stages``, the ``input_precision`` of the
 fp32 x fp32 dots of the WY stages, and the ``BV`` candidates of the state recurrences. A table, not ``triton.autotune``: autotuning at import
 raises with triton-ascend and no NPU (docs/ascend-rules.md, R3); benchmarks may override entries.
-The state recurrences' ``num_stages`` is the deepest they take; where it does not fit the GPU's
-shared memory (wide heads, fp32 inputs) :func:`launch_first_fitting` steps down."""
+The state recurrences' ``num_stages`` maps the largest ``dot_dim(K)`` it serves to the deepest
+pipeline they take; where that does not fit the GPU's shared memory (wide heads, fp32 inputs)
+:func:`launch_first_fitting` steps down."""
 
 _FIRST_FIT: dict[tuple, int] = {}
 
-FALLBACK = True
-"""Whether :func:`launch_first_fitting` steps down past a candidate that does not fit. Stage
-A/Bs that time one configuration (``benchmarks/tune_chunk_stages.py``) set it False, so that a
-variant that does not fit is reported as such instead of being timed as another one."""
+STRICT_STAGES: set[str] = set()
+"""Stages whose launches try only their first candidate. A stage A/B that times one
+configuration (``benchmarks/tune_chunk_stages.py``) puts the varied stage here while it times
+it, so a variant that does not fit is reported as such instead of being timed as another one."""
 
 
-def launch_first_fitting(key: tuple, candidates: Sequence, launch: Callable):
+def launch_first_fitting(stage: str, key: tuple, candidates: Sequence, launch: Callable, what: str = ""):
     """Call ``launch(candidate)`` with the first of ``candidates`` whose kernel fits on chip.
 
     A deeper software pipeline (``num_stages``) or a wider tile can need more shared memory than
     the GPU has (227 KiB per SM on the H200: e.g. the reverse recurrence at K = 256, or at
     K = 128 with float32 inputs). Triton reports that as ``OutOfResources`` when it loads the
     compiled kernel, before anything runs, so the next candidate is tried. The index of the
-    candidate that loaded is remembered per ``key`` (everything the kernel's size depends on
-    besides the candidates: stage, device, dtypes, head dims) and candidate list, so later
-    calls start there.
+    candidate that loaded is remembered per ``stage``, ``key`` (everything else the kernel's
+    size depends on: device, dtypes, head dims) and candidate list, so later calls start there.
 
     Args:
+        stage: the stage's name (``"fwd_h"``); with the stage in :data:`STRICT_STAGES` only the
+            first candidate is tried.
         key: hashable cache key.
         candidates: launch configurations, most preferred first (at least one).
         launch: runs the kernel with one candidate.
+        what: the call's sizes in words, for the error message.
 
     Returns:
         The candidate that ran.
 
     Raises:
         ValueError: ``candidates`` is empty.
-        RuntimeError: not even the last candidate fits (or the first, with :data:`FALLBACK`
-            off); it names the key and the candidates tried, and chains Triton's error.
+        RuntimeError: none of the candidates tried fits; it names the stage, the sizes, the
+            candidates and the bytes needed against the device's, and chains Triton's error.
     """
     if not candidates:
-        raise ValueError(f"launch_first_fitting: no launch candidates for {key}")
-    cache_key = (key, repr(candidates))
-    start = _FIRST_FIT.get(cache_key, 0) if FALLBACK else 0
-    stop = len(candidates) if FALLBACK else 1
+        raise ValueError(f"{stage}: no launch candidates ({what or key})")
+    strict = stage in STRICT_STAGES
+    cache_key = (stage, key, repr(candidates))
+    start = 0 if strict else _FIRST_FIT.get(cache_key, 0)
+    stop = 1 if strict else len(candidates)
     for i in range(start, stop):
         try:
             launch(candidates[i])
         except OutOfResources as e:
             if i == stop - 1:
-                raise RuntimeError(f"{key}: none of the launch candidates {list(candidates[start:stop])} fits "
-                                   f"on chip (last: {e})") from e
+                raise RuntimeError(
+                    f"{stage} ({what or key}): no launch configuration fits the device's on-chip memory; "
+                    f"tried {list(candidates[start:stop])}, the last needs {e.required} B of {e.name}, "
+                    f"the device has {e.limit} B") from e
             continue
         _FIRST_FIT[cache_key] = i
         return candidates[i]
