@@ -93,6 +93,8 @@ def register(sub) -> None:
     q.add_argument("--arch", help="NPU SoC (default Ascend910B2) or CUDA capability (default 90)")
     q.add_argument("--dtype", default="bfloat16", help="dtype of the traced example inputs")
     q.add_argument("--mode", choices=["fwd", "fwdbwd"], default="fwd")
+    q.add_argument("--shape", help="traced input shape, e.g. B=1,T=64,H=2,HV=4,K=128,V=128 (default: the op's "
+                                   "first default shape scaled down); head dims decide the compiled tiles")
     q.add_argument("--source", help="directory whose fla_ascend/ files overlay the checkout (e.g. round-N/src)")
     q.add_argument("--python", type=_interpreter,
                    help="interpreter to run the capture in (one with the target's Triton)")
@@ -189,7 +191,7 @@ def run_ir(args) -> int:
     try:
         if args.ir_cmd == "capture":
             man = ir.capture(args.op, args.dir, target=args.target, arch=args.arch, dtype=args.dtype,
-                             mode=args.mode, source=args.source, python=args.python)
+                             mode=args.mode, source=args.source, python=args.python, shape=args.shape)
             for k in man["kernels"]:
                 stages = ", ".join(s["stage"] for s in k["stages"])
                 print(f"{k['name']}: {stages}" + (f"  (stopped: {k['stopped']})" if k.get("stopped") else ""))

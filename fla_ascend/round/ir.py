@@ -21,7 +21,8 @@ Targets (checked on this CPU machine, 2026-11-29):
   CANN; the binary stage stops with ``ASCEND_HOME_PATH is not set``, recorded as ``stopped``.
 - ``cuda`` needs upstream Triton (3.9.0 checked): ``ttir``, ``ttgir``, ``llir``, ``ptx`` and
   ``cubin`` (Triton's bundled ptxas) all compile without a GPU; binary stages are listed in
-  the manifest but not kept.
+  the manifest but not kept. Each kernel's ``resources`` (:func:`cuda_resources`: registers,
+  spills, shared memory, ptxas performance warnings) come from the same offline compile.
 
 Each Triton flavour owns the ``triton`` module, so the target decides which Python runs the
 capture (``python=``: an interpreter whose environment has the target's Triton).
@@ -145,8 +146,12 @@ def _trace(req: dict) -> dict:
         if op not in cases.OPS:
             raise IRCaptureError(f"op {op!r} is neither in the benchmark registry {sorted(cases.OPS)} nor in {sorted(EXAMPLES)}")
         spec = cases.OPS[op]
-        _, shape = cases.parse_shapes([spec.default_shapes[0]])[0]
-        shape = cases.scale_for_cpu(spec.complete_shape(shape), quick=True)
+        if req.get("shape"):  # as given: the interpreter runs it, so keep T small
+            _, shape = cases.parse_shapes([req["shape"]])[0]
+            shape = spec.complete_shape(shape)
+        else:
+            _, shape = cases.parse_shapes([spec.default_shapes[0]])[0]
+            shape = cases.scale_for_cpu(spec.complete_shape(shape), quick=True)
         inputs = spec.make_inputs(shape, dtype, device, 0)
         leaves = [inputs[n] for n in spec.grad_inputs if n in inputs] if req["mode"] == "fwdbwd" else []
         for t in leaves:
@@ -235,9 +240,11 @@ def _compile(req: dict) -> dict:
                     sig[n] = signature[n]
             src = ASTSource(kernel, sig, constants, attrs)
         before = set(dump.rglob("*"))
-        stopped = None
+        stopped, resources = None, None
         try:
-            triton.compile(src, target=tgt, options=rec.get("options") or None)
+            compiled = triton.compile(src, target=tgt, options=rec.get("options") or None)
+            if target == "cuda":
+                resources = cuda_resources(compiled, int(req["arch"]))
         except Exception as e:  # a stage that needs the vendor toolchain ends the capture there
             msg = str(e).strip().splitlines()
             stopped = next((ln for ln in msg if "ASCEND_HOME_PATH" in ln),
@@ -265,8 +272,45 @@ def _compile(req: dict) -> dict:
         stages.sort(key=lambda s: STAGE_ORDER.index(s["stage"]) if s["stage"] in STAGE_ORDER else 99)
         kernels.append({"id": rec["id"], "name": rec["name"], "module": rec["module"], "params": rec["params"],
                         "options": rec.get("options", {}),
-                        "stages": stages, "binaries": binaries, "stopped": stopped})
+                        "stages": stages, "binaries": binaries, "stopped": stopped, "resources": resources})
     return {"kernels": kernels, "triton_version": triton.__version__}
+
+
+def cuda_resources(compiled, arch: int) -> dict:
+    """Per-thread registers, spills, shared memory and ptxas performance warnings of a kernel
+    compiled for CUDA, without a GPU: ``shared_bytes`` from Triton's metadata (what a launch
+    checks against the SM's limit), the rest from Triton's bundled ``ptxas -v`` run again on the
+    kernel's PTX.
+
+    Returns:
+        ``{"shared_bytes", "registers", "spill_stores", "spill_loads", "warnings"}``; byte
+        counts per thread for spills, ``warnings`` the ptxas messages (e.g. ``C7517``:
+        ``warpgroup.wait`` injected, the wgmma pipeline serialised); ``None`` for a number that
+        ptxas did not report.
+    """
+    import re
+
+    from triton.backends.nvidia.compiler import get_ptxas
+
+    out = {"shared_bytes": getattr(compiled.metadata, "shared", None), "registers": None,
+           "spill_stores": None, "spill_loads": None, "warnings": []}
+    ptx = compiled.asm.get("ptx")
+    if not ptx:
+        return out
+    with tempfile.TemporaryDirectory() as d:
+        src = Path(d) / "kernel.ptx"
+        src.write_text(ptx)
+        sm = f"sm_{arch}a" if arch >= 90 else f"sm_{arch}"
+        r = subprocess.run([get_ptxas(arch).path, "-v", f"--gpu-name={sm}", str(src), "-o", str(Path(d) / "k.cubin")],
+                           capture_output=True, text=True)
+    text = r.stderr + r.stdout
+    if m := re.search(r"Used (\d+) registers", text):
+        out["registers"] = int(m.group(1))
+    if m := re.search(r"(\d+) bytes spill stores, (\d+) bytes spill loads", text):
+        out["spill_stores"], out["spill_loads"] = int(m.group(1)), int(m.group(2))
+    out["warnings"] = sorted({m.group(0).strip()[:200] for ln in text.splitlines()
+                              if (m := re.search(r"\(C\d+\).*", ln))})
+    return out
 
 
 class _FakePtr:
@@ -339,7 +383,8 @@ def _flavour_of(python: str | None) -> tuple[str, str]:
 
 
 def capture(op: str, out_dir: str | Path, target: str = "npu", arch: str | None = None, dtype: str = "bfloat16",
-            mode: str = "fwd", source: str | Path | None = None, python: str | None = None) -> dict:
+            mode: str = "fwd", source: str | Path | None = None, python: str | None = None,
+            shape: str | None = None) -> dict:
     """Capture every compilation stage of ``op``'s kernels into ``out_dir``.
 
     Args:
@@ -353,14 +398,20 @@ def capture(op: str, out_dir: str | Path, target: str = "npu", arch: str | None 
         source: a directory whose ``fla_ascend/**.py`` files overlay the checkout (a round's
             ``src/``), so the candidate's kernels are captured.
         python: interpreter to run in; its environment must provide the target's Triton.
+        shape: the traced inputs' shape in the benchmark's syntax (``B=1,T=64,H=2,HV=4,K=128,V=128``
+            or a named shape), used as given; default: the op's first default shape scaled down
+            for the interpreter. Head dims and head counts decide the compiled tiles and launch
+            choices, ``T`` only the run time of the trace.
 
     Returns:
         The manifest (also written as ``out_dir/manifest.json``): ``schema, op, target, arch,
-        triton, dtype, mode, source, kernels: [{id, name, module, params, stages: [{stage,
-        file, bytes, lines, features}], binaries, stopped}]``.
+        triton, dtype, mode, shape, source, kernels: [{id, name, module, params, stages: [{stage,
+        file, bytes, lines, features}], binaries, stopped, resources}]`` (``resources``: CUDA
+        only, :func:`cuda_resources`; ``None`` elsewhere).
 
     Raises:
-        ValueError: unknown target / mode.
+        ValueError: unknown target / mode; ``shape`` malformed or given for an op traced with a
+            fixed example (:data:`EXAMPLES`).
         IRCaptureError: the interpreter's Triton does not match the target, the trace failed,
             or no kernel launched.
     """
@@ -368,6 +419,12 @@ def capture(op: str, out_dir: str | Path, target: str = "npu", arch: str | None 
         raise ValueError(f"target must be one of {sorted(TARGETS)}, got {target!r}")
     if mode not in ("fwd", "fwdbwd"):
         raise ValueError(f"mode must be 'fwd' or 'fwdbwd', got {mode!r}")
+    if shape is not None:
+        if op in EXAMPLES:
+            raise ValueError(f"op {op!r} is traced with a fixed example; shape is for the benchmark registry's ops")
+        from fla_ascend.bench import cases
+
+        cases.parse_shapes([shape])  # a malformed shape fails here, not in the child
     want, default_arch = TARGETS[target]
     arch = arch or default_arch
     if target == "cuda" and not str(arch).isdigit():
@@ -391,7 +448,7 @@ def capture(op: str, out_dir: str | Path, target: str = "npu", arch: str | None 
                 shutil.copy2(f, tmp / rel)
                 overlay[rel.as_posix()] = hashlib.sha256(f.read_bytes()).hexdigest()
         treq = {"op": op, "dtype": dtype, "mode": mode, "target": target, "cores": _cores(target, str(arch)),
-                "emulate": True}
+                "emulate": True, "shape": shape}
         plan = f"{target} launch plan emulated ({treq['cores'][0]} cube / {treq['cores'][1]} vector cores)"
         try:
             traced = _run_child("trace", treq, {"FLA_ASCEND_DEVICE": "cpu"}, tmp, python)
@@ -412,7 +469,7 @@ def capture(op: str, out_dir: str | Path, target: str = "npu", arch: str | None 
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     manifest = {"schema": SCHEMA, "op": op, "target": target, "arch": str(arch),
-                "triton": f"{flavour} {res['triton_version']}", "dtype": dtype, "mode": mode,
+                "triton": f"{flavour} {res['triton_version']}", "dtype": dtype, "mode": mode, "shape": shape,
                 "source": overlay or "checkout", "launch_plan": plan, "kernels": res["kernels"]}
     (out / "manifest.json").write_text(json.dumps(manifest, indent=1))
     return manifest
@@ -452,8 +509,14 @@ def stages_text(ir_dir: str | Path, kernel: str | None = None, stage: str | None
         feats = ", ".join(f"{a}={b}" for a, b in s["features"].items() if a != "lines")
         lines.append(f"  {k['id']:<40} {s['stage']:<10} {s['lines']:>6} lines  {feats}")
     for k in m["kernels"]:
-        if k.get("stopped") and (not kernel or kernel in (k["name"], k["id"])):
+        if kernel and kernel not in (k["name"], k["id"]):
+            continue
+        if k.get("stopped"):
             lines.append(f"  {k['id']:<40} stopped: {k['stopped']}")
+        if r := k.get("resources"):
+            warn = f", ptxas: {'; '.join(r['warnings'])}" if r["warnings"] else ""
+            lines.append(f"  {k['id']:<40} resources: {r['registers']} registers, spills {r['spill_stores']} B stored / "
+                         f"{r['spill_loads']} B loaded, {r['shared_bytes']} B shared{warn}")
     return "\n".join(lines)
 
 

@@ -74,6 +74,10 @@ def test_cuda_capture_l2norm(tmp_path):
     assert next(p for p in k["params"] if p["name"] == "TASK_LOOP")["value"] is False  # CUDA plan
     assert k["options"] == {"num_warps": 4}
     assert json.loads((tmp_path / "c" / "manifest.json").read_text())["target"] == "cuda"
+    r = k["resources"]  # offline ptxas -v: l2norm is small, no spills
+    assert 0 < r["registers"] <= 255 and r["spill_stores"] == 0 and r["spill_loads"] == 0, r
+    assert r["shared_bytes"] >= 0 and isinstance(r["warnings"], list)
+    assert "resources: " in ir.stages_text(tmp_path / "c")
 
 
 def test_bad_arguments(tmp_path):
@@ -83,3 +87,7 @@ def test_bad_arguments(tmp_path):
         ir.capture("l2norm", tmp_path, mode="bwd")
     with pytest.raises(FileNotFoundError, match="manifest"):
         ir.stages_text(tmp_path)
+    with pytest.raises(ValueError, match="fixed example"):
+        ir.capture("l2norm", tmp_path, target="cuda", shape="B=1,T=16,H=2,K=128")
+    with pytest.raises(ValueError, match="unknown dimension|NAME=INT|unknown"):
+        ir.capture("chunk_gated_delta_rule", tmp_path, target="cuda", shape="B=1,Q=3")
