@@ -243,13 +243,17 @@ def _compile(req: dict) -> dict:
         stopped, resources = None, None
         try:
             compiled = triton.compile(src, target=tgt, options=rec.get("options") or None)
-            if target == "cuda":
-                resources = cuda_resources(compiled, int(req["arch"]))
         except Exception as e:  # a stage that needs the vendor toolchain ends the capture there
             msg = str(e).strip().splitlines()
             stopped = next((ln for ln in msg if "ASCEND_HOME_PATH" in ln),
                            next((ln for ln in msg if "rror" in ln), msg[0] if msg else repr(e)))
             stopped = f"{type(e).__name__}: {stopped.strip()}"[:400]
+        else:
+            if target == "cuda":
+                try:
+                    resources = cuda_resources(compiled, int(req["arch"]))
+                except Exception as e:  # the capture stands without them
+                    resources = {"error": f"{type(e).__name__}: {str(e).strip()[:300]}"}
         kdir = out / rec["id"]
         kdir.mkdir(parents=True, exist_ok=True)
         stages, binaries = [], []
@@ -287,6 +291,9 @@ def cuda_resources(compiled, arch: int) -> dict:
         counts per thread for spills, ``warnings`` the ptxas messages (e.g. ``C7517``:
         ``warpgroup.wait`` injected, the wgmma pipeline serialised); ``None`` for a number that
         ptxas did not report.
+
+    Raises:
+        subprocess.CalledProcessError: ptxas failed on the PTX (the caller records the error).
     """
     import re
 
@@ -303,6 +310,7 @@ def cuda_resources(compiled, arch: int) -> dict:
         sm = f"sm_{arch}a" if arch >= 90 else f"sm_{arch}"
         r = subprocess.run([get_ptxas(arch).path, "-v", f"--gpu-name={sm}", str(src), "-o", str(Path(d) / "k.cubin")],
                            capture_output=True, text=True)
+        r.check_returncode()
     text = r.stderr + r.stdout
     if m := re.search(r"Used (\d+) registers", text):
         out["registers"] = int(m.group(1))
@@ -513,7 +521,10 @@ def stages_text(ir_dir: str | Path, kernel: str | None = None, stage: str | None
             continue
         if k.get("stopped"):
             lines.append(f"  {k['id']:<40} stopped: {k['stopped']}")
-        if r := k.get("resources"):
+        r = k.get("resources")
+        if r and "error" in r:
+            lines.append(f"  {k['id']:<40} resources: not read ({r['error']})")
+        elif r:
             warn = f", ptxas: {'; '.join(r['warnings'])}" if r["warnings"] else ""
             lines.append(f"  {k['id']:<40} resources: {r['registers']} registers, spills {r['spill_stores']} B stored / "
                          f"{r['spill_loads']} B loaded, {r['shared_bytes']} B shared{warn}")

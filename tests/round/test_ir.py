@@ -91,3 +91,17 @@ def test_bad_arguments(tmp_path):
         ir.capture("l2norm", tmp_path, target="cuda", shape="B=1,T=16,H=2,K=128")
     with pytest.raises(ValueError, match="unknown dimension|NAME=INT|unknown"):
         ir.capture("chunk_gated_delta_rule", tmp_path, target="cuda", shape="B=1,Q=3")
+
+
+def test_stages_text_lists_resources(tmp_path):
+    """ir stages prints each CUDA kernel's resources, and says when they could not be read."""
+    kernel = {"id": "k-1", "name": "k", "module": "m", "params": [], "options": {}, "stages": [], "binaries": [],
+              "stopped": None, "resources": {"shared_bytes": 1024, "registers": 255, "spill_stores": 40,
+                                             "spill_loads": 44, "warnings": ["(C7517) warpgroup.wait is injected"]}}
+    broken = dict(kernel, id="k-2", resources={"error": "CalledProcessError: ptxas failed"})
+    (tmp_path / "manifest.json").write_text(json.dumps({
+        "schema": ir.SCHEMA, "op": "x", "target": "cuda", "arch": "90", "triton": "triton 3.6.0",
+        "dtype": "bfloat16", "mode": "fwd", "shape": None, "source": "checkout", "kernels": [kernel, broken]}))
+    text = ir.stages_text(tmp_path)
+    assert "k-1" in text and "255 registers, spills 40 B stored / 44 B loaded, 1024 B shared, ptxas: (C7517)" in text
+    assert "k-2" in text and "resources: not read (CalledProcessError: ptxas failed)" in text
