@@ -94,16 +94,23 @@ def test_launch_first_fitting_strict_stage(monkeypatch):
     assert tiles.launch_first_fitting("other", ("k",), [3, 2], launch) == 2
 
 
-@pytest.mark.parametrize("N, HV, V, want_bv", [(1, 32, 128, 32), (8, 32, 128, 64), (1, 4, 128, 32), (8, 32, 16, 16)])
-def test_state_launches_on_cuda(N, HV, V, want_bv, monkeypatch):
-    """The state recurrences on CUDA: the widest table BV with one program per SM (else the
-    narrowest table BV) at the table's num_stages first, then fewer stages, then narrower BV."""
+@pytest.fixture
+def compiled_cuda(monkeypatch):
+    """The backend as on an H200 with compiled kernels (132 SMs; launch options kept, None dropped)."""
     from fla_ascend.ops.common import chunk_h
 
     monkeypatch.setattr(chunk_h.backend, "device_type", lambda: "cuda")
     monkeypatch.setattr(chunk_h.backend, "is_interpreter", lambda: False)
     monkeypatch.setattr(chunk_h.backend, "num_cores", lambda kind: 132)
     monkeypatch.setattr(chunk_h.backend, "launch_options", lambda **o: {k: v for k, v in o.items() if v is not None})
+
+
+@pytest.mark.parametrize("N, HV, V, want_bv", [(1, 32, 128, 32), (8, 32, 128, 64), (1, 4, 128, 32), (8, 32, 16, 16)])
+def test_state_launches_on_cuda(N, HV, V, want_bv, compiled_cuda, monkeypatch):
+    """The state recurrences on CUDA: the widest table BV with one program per SM (else the
+    narrowest table BV) at the table's num_stages first, then fewer stages, then narrower BV."""
+    from fla_ascend.ops.common import chunk_h
+
     monkeypatch.setitem(tiles.CUDA_LAUNCH, "bwd_dh", {"num_warps": 4, "num_stages": {128: 3, 256: 2}, "bv": (64, 32)})
     x = torch.empty(1, dtype=torch.bfloat16)
     got = chunk_h._state_launches("bwd_dh", N, HV, 128, V, chunk_h.BWD_DH_TILES, 64, x)
@@ -129,13 +136,11 @@ def test_state_launches_on_npu_and_interpreter(monkeypatch):
     assert chunk_h._state_launches("fwd_h", 1, 4, 128, 20, chunk_h.FWD_H_TILES, 64, x) == [(32, {})]
 
 
-def test_state_launches_reject_zero_stages(monkeypatch):
+def test_state_launches_reject_zero_stages(compiled_cuda, monkeypatch):
     """A table entry with num_stages below 1 (a benchmark override) is refused by name instead of
     giving an empty candidate list."""
     from fla_ascend.ops.common import chunk_h
 
-    monkeypatch.setattr(chunk_h.backend, "device_type", lambda: "cuda")
-    monkeypatch.setattr(chunk_h.backend, "is_interpreter", lambda: False)
     monkeypatch.setitem(tiles.CUDA_LAUNCH, "fwd_h", {"num_warps": 4, "num_stages": 0, "bv": (64, 32)})
     x = torch.empty(1, dtype=torch.bfloat16)
     with pytest.raises(ValueError, match=r"CUDA_LAUNCH\['fwd_h'\]\['num_stages'\] must be >= 1, got 0"):
@@ -143,15 +148,11 @@ def test_state_launches_reject_zero_stages(monkeypatch):
 
 
 @pytest.mark.parametrize("K, want", [(64, 3), (100, 3), (128, 3), (200, 2), (256, 2), (512, 2)])
-def test_state_launches_stages_per_head_dim(K, want, monkeypatch):
+def test_state_launches_stages_per_head_dim(K, want, compiled_cuda, monkeypatch):
     """num_stages given per largest dot_dim(K): the first candidate takes the entry for the
     smallest key >= dot_dim(K) (the largest key beyond it)."""
     from fla_ascend.ops.common import chunk_h
 
-    monkeypatch.setattr(chunk_h.backend, "device_type", lambda: "cuda")
-    monkeypatch.setattr(chunk_h.backend, "is_interpreter", lambda: False)
-    monkeypatch.setattr(chunk_h.backend, "num_cores", lambda kind: 132)
-    monkeypatch.setattr(chunk_h.backend, "launch_options", lambda **o: {k: v for k, v in o.items() if v is not None})
     monkeypatch.setitem(tiles.CUDA_LAUNCH, "fwd_h", {"num_warps": 4, "num_stages": {128: 3, 256: 2}, "bv": (64, 32)})
     x = torch.empty(1, dtype=torch.bfloat16)
     got = chunk_h._state_launches("fwd_h", 1, 32, K, 128, chunk_h.FWD_H_TILES, 64, x)

@@ -58,7 +58,7 @@ The state recurrences' ``num_stages`` maps the largest ``dot_dim(K)`` it serves 
 pipeline they take; where that does not fit the GPU's shared memory (wide heads, fp32 inputs)
 :func:`launch_first_fitting` steps down."""
 
-_FIRST_FIT: dict[tuple, int] = {}
+_FIRST_FIT: dict[tuple, tuple[list, int]] = {}
 
 STRICT_STAGES: set[str] = set()
 """Stages whose launches try only their first candidate. A stage A/B that times one
@@ -95,8 +95,8 @@ def launch_first_fitting(stage: str, key: tuple, candidates: Sequence, launch: C
     if not candidates:
         raise ValueError(f"{stage}: no launch candidates ({what or key})")
     strict = stage in STRICT_STAGES
-    cache_key = (stage, key, repr(candidates))
-    start = 0 if strict else _FIRST_FIT.get(cache_key, 0)
+    cached = _FIRST_FIT.get((stage, key))  # (candidate list, index that loaded)
+    start = cached[1] if cached and not strict and cached[0] == candidates else 0
     stop = 1 if strict else len(candidates)
     for i in range(start, stop):
         try:
@@ -108,7 +108,7 @@ def launch_first_fitting(stage: str, key: tuple, candidates: Sequence, launch: C
                     f"tried {list(candidates[start:stop])}, the last needs {e.required} B of {e.name}, "
                     f"the device has {e.limit} B") from e
             continue
-        _FIRST_FIT[cache_key] = i
+        _FIRST_FIT[(stage, key)] = (list(candidates), i)
         return candidates[i]
 
 
