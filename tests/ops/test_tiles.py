@@ -157,3 +157,9 @@ def test_state_launches_stages_per_head_dim(K, want, compiled_cuda, monkeypatch)
     x = torch.empty(1, dtype=torch.bfloat16)
     got = chunk_h._state_launches("fwd_h", 1, 32, K, 128, chunk_h.FWD_H_TILES, 64, x)
     assert got[0][1]["num_stages"] == want
+
+
+def test_dot_operand_copies_except_on_compiled_cuda():
+    """The R7 dot-operand copy is made everywhere but compiled CUDA (the NPU needs it; the
+    interpreter keeps the NPU's code path)."""
+    assert bool(tiles.DOT_OPERAND_COPY) == (not tiles.backend.is_cuda_compiled())

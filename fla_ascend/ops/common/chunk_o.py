@@ -10,7 +10,7 @@ import triton
 import triton.language as tl
 
 from fla_ascend.ops.common.chunk_index import chunk_bounds
-from fla_ascend.ops.common.tiles import dot_dim, npu_tiles, stage_launch
+from fla_ascend.ops.common.tiles import dot_dim, dot_operand, npu_tiles, stage_launch
 from fla_ascend.tiling import task_plan
 from fla_ascend.tiling.sizes import cdiv
 from fla_ascend.tiling.ub import Tile
@@ -59,7 +59,7 @@ def _chunk_fwd_o_task(
         b_k = tl.load(k + p_qk, mask=m_tk, other=0.0)  # [BT, BK]
         b_h = tl.load(h + h_base + o_k[:, None] * V + o_v[None, :],
                       mask=(o_k < K)[:, None] & m_v[None, :], other=0.0)  # [BK, BV]
-        b_o += tl.dot(b_q + 0.0, b_h)  # copy: b_q is the next dot's operand too (docs/ascend-rules.md, R7)
+        b_o += tl.dot(dot_operand(b_q), b_h)  # b_q is the next dot's operand too (R7)
         b_A += tl.dot(b_q, tl.trans(b_k))
     b_g = tl.load(g_cum + tl.cast(i_hv, tl.int64) * TT + t0 + o_t, mask=m_t, other=0.0)  # [BT]
     b_o = b_o * tl.exp(b_g)[:, None]
@@ -236,7 +236,7 @@ def _chunk_bwd_dqkwg_task(
         b_do = tl.load(do + p_v, mask=m_tv, other=0.0)  # [BT, BV]
         b_vn = tl.load(v_new + p_v, mask=m_tv, other=0.0)  # [BT, BV]
         b_dvn = tl.load(dv_new + p_v, mask=m_tv, other=0.0)  # [BT, BV], fp32 or the input dtype
-        b_dS += tl.dot(b_do + 0.0, tl.trans(b_vn))  # copy: b_do is read again (docs/ascend-rules.md, R7)
+        b_dS += tl.dot(dot_operand(b_do), tl.trans(b_vn))  # b_do is read again (R7)
         b_dq += tl.dot(b_do, tl.trans(b_h))
         b_dk += tl.dot(b_vn, tl.trans(b_dh))
         b_dw += tl.dot(b_dvn.to(b_h.dtype), tl.trans(b_h))
@@ -261,7 +261,7 @@ def _chunk_bwd_dqkwg_task(
     m_causal = (o_t[:, None] >= o_t[None, :]) & m_t[None, :] & m_t[:, None]
     b_gamma = tl.exp(tl.where(m_causal, b_g[:, None] - b_g[None, :], 0.0))
     b_dSg = tl.where(m_causal, b_dS * b_gamma * scale, 0.0)  # d/d(q_i . k_j)
-    b_S = tl.dot(b_q + 0.0, tl.trans(b_k))  # [BT, BT] partial over this K block
+    b_S = tl.dot(dot_operand(b_q), tl.trans(b_k))  # [BT, BT] partial over this K block
     b_dSS = b_dSg * b_S
     b_dG += tl.sum(b_dSS, 1) - tl.sum(b_dSS, 0)
     b_dG += tl.where(o_t == i_last, b_dG_last, 0.0)

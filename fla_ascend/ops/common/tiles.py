@@ -6,6 +6,8 @@ from __future__ import annotations
 from typing import Callable, Sequence
 
 import torch
+import triton
+import triton.language as tl
 from triton.runtime.errors import OutOfResources
 
 from fla_ascend import backend
@@ -139,6 +141,23 @@ def dot_precision(stage: str, dtype: torch.dtype) -> str:
     if dtype != torch.bfloat16 and precision != "ieee":
         return "tf32x3"
     return precision
+
+
+DOT_OPERAND_COPY = tl.constexpr(not backend.is_cuda_compiled())
+"""Whether :func:`dot_operand` copies: everywhere but compiled CUDA (decided at import, with the
+backend)."""
+
+
+@triton.jit
+def dot_operand(x):
+    """``x`` as the left operand of a dot after which ``x`` is read again: a copy (``x + 0.0``)
+    where the Ascend rule R7 needs one (the cube path may overwrite its left operand,
+    docs/ascend-rules.md) and under the interpreter, ``x`` itself on CUDA, where the copy cost
+    registers and serialised the output stage's wgmma (ptxas C7514; cases.md)."""
+    if DOT_OPERAND_COPY:
+        return x + 0.0
+    else:
+        return x
 
 
 def dot_dim(n: int) -> int:

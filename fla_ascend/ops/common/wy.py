@@ -19,7 +19,7 @@ import triton
 import triton.language as tl
 
 from fla_ascend.ops.common.chunk_index import chunk_bounds
-from fla_ascend.ops.common.tiles import dot_dim, dot_precision, npu_tiles, stage_launch
+from fla_ascend.ops.common.tiles import dot_dim, dot_operand, dot_precision, npu_tiles, stage_launch
 from fla_ascend.tiling import task_plan
 from fla_ascend.tiling.sizes import cdiv
 from fla_ascend.tiling.ub import Tile
@@ -120,8 +120,8 @@ def wy_inverse(b_A, dt, BT: tl.constexpr, DOT_PRECISION: tl.constexpr):
     b_X = _diag_inverse(b_A, BT)
     if BT > 16:
         b_E = tl.where(m_blk, 0.0, b_A)  # [BT, BT] strictly block-lower part
-        b_N = wy_dot(b_X + 0.0, b_E, dt, DOT_PRECISION)  # copy: b_X is read again (docs/ascend-rules.md, R7)
-        b_Y = b_X - wy_dot(b_N + 0.0, b_X, dt, DOT_PRECISION)
+        b_N = wy_dot(dot_operand(b_X), b_E, dt, DOT_PRECISION)  # b_X is read again (R7)
+        b_Y = b_X - wy_dot(dot_operand(b_N), b_X, dt, DOT_PRECISION)
         if BT > 32:
             b_N2 = wy_dot(b_N, b_N, dt, DOT_PRECISION)
             b_Y = b_Y + wy_dot(b_N2, b_Y, dt, DOT_PRECISION)
@@ -174,7 +174,7 @@ def _chunk_wy_fwd_task(
         o_k = i_k * BK + tl.arange(0, BK)
         m_k = m_t[:, None] & (o_k < K)[None, :]
         b_k = tl.load(k_base + o_t[:, None] * (H * K) + o_k[None, :], mask=m_k, other=0.0)  # [BT, BK]
-        b_w = tl.dot(b_Ai_k + 0.0, (b_k * b_kscale[:, None]).to(b_k.dtype))  # [BT, BK]
+        b_w = tl.dot(dot_operand(b_Ai_k), (b_k * b_kscale[:, None]).to(b_k.dtype))  # [BT, BK]
         tl.store(w_base + o_t[:, None] * (HV * K) + o_k[None, :], b_w.to(w.dtype.element_ty), mask=m_k)
     b_Ai_v = b_Ai.to(v.dtype.element_ty)
     v_base = v + (t0 * HV + i_hv) * V
@@ -183,7 +183,7 @@ def _chunk_wy_fwd_task(
         o_v = i_v * BV + tl.arange(0, BV)
         m_v = m_t[:, None] & (o_v < V)[None, :]
         b_v = tl.load(v_base + o_t[:, None] * (HV * V) + o_v[None, :], mask=m_v, other=0.0)  # [BT, BV]
-        b_u = tl.dot(b_Ai_v + 0.0, (b_v * b_beta[:, None]).to(b_v.dtype))  # [BT, BV]
+        b_u = tl.dot(dot_operand(b_Ai_v), (b_v * b_beta[:, None]).to(b_v.dtype))  # [BT, BV]
         tl.store(u_base + o_t[:, None] * (HV * V) + o_v[None, :], b_u.to(u.dtype.element_ty), mask=m_v)
 
 
@@ -308,7 +308,7 @@ def _chunk_wy_bwd_task(
         b_k = tl.load(k + k_base + o_t[:, None] * (H * K) + o_k[None, :], mask=m_tk, other=0.0)  # [BT, BK]
         b_dw = tl.load(dw + d_base + o_t[:, None] * (HV * K) + o_k[None, :], mask=m_tk, other=0.0)  # [BT, BK]
         b_kf = b_k.to(tl.float32)
-        b_dAi += wy_dot(b_dw + 0.0, tl.trans(b_kf * b_kscale[:, None]), dt, DOT_PRECISION)
+        b_dAi += wy_dot(dot_operand(b_dw), tl.trans(b_kf * b_kscale[:, None]), dt, DOT_PRECISION)
         b_KK += tl.dot(b_k, tl.trans(b_k))
         b_kdx = tl.sum(wy_dot(tl.trans(b_Ai), b_dw, dt, DOT_PRECISION) * b_kf, 1)  # [BT]
         b_dbeta += tl.exp(b_g) * b_kdx
@@ -320,7 +320,7 @@ def _chunk_wy_bwd_task(
         p_v = (t0 * HV + i_hv) * V + o_t[:, None] * (HV * V) + o_v[None, :]
         b_v = tl.load(v + p_v, mask=m_tv, other=0.0).to(tl.float32)  # [BT, BV]
         b_du = tl.load(du + p_v, mask=m_tv, other=0.0)  # [BT, BV], read only by dots
-        b_dAi += wy_dot(b_du + 0.0, tl.trans(b_v * b_beta[:, None]), dt, DOT_PRECISION)
+        b_dAi += wy_dot(dot_operand(b_du), tl.trans(b_v * b_beta[:, None]), dt, DOT_PRECISION)
         b_dY = wy_dot(tl.trans(b_Ai), b_du, dt, DOT_PRECISION)  # [BT, BV]
         b_dbeta += tl.sum(b_dY * b_v, 1)
         tl.store(dv + p_v, (b_dY * b_beta[:, None]).to(dv.dtype.element_ty), mask=m_tv)
@@ -345,7 +345,7 @@ def _chunk_wy_bwd_task(
         b_dw = tl.load(dw + p_d, mask=m_tk, other=0.0)  # [BT, BK]
         b_dk = tl.load(dk_in + p_d, mask=m_tk, other=0.0)
         b_dk += wy_dot(tl.trans(b_Ai), b_dw, dt, DOT_PRECISION) * b_kscale[:, None]
-        b_dk += wy_dot(b_dKK + 0.0, b_k, dt, DOT_PRECISION)
+        b_dk += wy_dot(dot_operand(b_dKK), b_k, dt, DOT_PRECISION)
         # (dKK^T k) as (k^T dKK)^T: never tl.trans a dot result into a dot (Hopper miscompile, chunk_o.py)
         b_dk += tl.trans(wy_dot(tl.trans(b_k), b_dKK, dt, DOT_PRECISION))
         tl.store(dk + p_d, b_dk.to(dk.dtype.element_ty), mask=m_tk)
