@@ -1,7 +1,15 @@
 """The rich console every ``fla-ascend`` command prints through."""
 from __future__ import annotations
 
+import os
+import sys
+
 from rich.console import Console
+
+LOG_WIDTH = 200
+"""Columns of the console when the output is not a terminal and ``COLUMNS`` is unset (a log file,
+a pipe, a CI job): rich's default of 80 folds every table column of kernel names and shapes into
+many lines there."""
 
 
 class _Console(Console):
@@ -12,5 +20,10 @@ class _Console(Console):
 
 
 def make_console(**kwargs) -> Console:
-    """A ``rich.console.Console`` (same arguments) whose closed-pipe handling is the CLI's."""
+    """A ``rich.console.Console`` (same arguments) whose closed-pipe handling is the CLI's, and
+    :data:`LOG_WIDTH` columns wide when writing to something other than a terminal without
+    ``COLUMNS`` set (unless ``width`` is given)."""
+    stream = kwargs.get("file") or sys.stdout
+    if "width" not in kwargs and "COLUMNS" not in os.environ and not (hasattr(stream, "isatty") and stream.isatty()):
+        kwargs["width"] = LOG_WIDTH
     return _Console(**kwargs)
