@@ -7,9 +7,11 @@ state recurrences, output stages, dq/dk/dw), every variant of
 1. timed at the stage level at B1 T4096 H16 HV32, B1 T32768 H16 HV32 and B8 T2048 H32 HV32
    (K = V = 128, bf16, ``triton.testing.do_bench`` median),
 2. checked for bf16 accuracy of the whole op (output, final state and every gradient) against
-   the fp32 reference at K = V = 128 and K = V = 256 (relative RMSE; issue 3's tolerances: 0.005
-   for o and the state, 0.008 for dq, dk, dv, dh0, 0.02 for dg and dbeta), with only that
-   stage's entry changed: a launch option can change results on Hopper (cases.md),
+   the fp32 reference at K = V = 128, K = V = 256 and K = V = 100 (relative RMSE; issue 3's
+   tolerances: 0.005 for o and the state, 0.008 for dq, dk, dv, dh0, 0.02 for dg and dbeta), and
+   for bit-identical results of two runs, with only that stage's entry changed: a launch option
+   can change results on Hopper (cases.md; dq/dk/dw at 2 pipeline stages passed K = 128 and 256
+   but gave dk 0.05-0.08, not deterministic, at K = 100 in the GPU tier),
 3. timed end to end (forward, forward+backward) at those shapes.
 
 A variant is "ok" when it meets every tolerance. Results: ``$OUT/ab.json`` and a Markdown
@@ -55,12 +57,12 @@ if os.environ.get("DRY"):
         return (time.time() - t) * 1e3
 
     SHAPES = {"qwen": (1, 64, 1, 2, 32, 32), "t32k": (1, 128, 1, 2, 32, 32), "b8": (2, 64, 2, 2, 32, 32)}
-    ACC = {"D128": (1, 70, 1, 2, 32, 32), "D256": (1, 40, 1, 1, 64, 64)}
+    ACC = {"D128": (1, 70, 1, 2, 32, 32), "D256": (1, 40, 1, 1, 64, 64), "D100": (1, 33, 1, 2, 20, 24)}
     DTYPE = torch.float16  # the interpreter's bf16 dots are wrong (README, "Where each tier runs")
 else:
     SHAPES = {"qwen": (1, 4096, 16, 32, 128, 128), "t32k": (1, 32768, 16, 32, 128, 128),
               "b8": (8, 2048, 32, 32, 128, 128)}
-    ACC = {"D128": (2, 1024, 4, 4, 128, 128), "D256": (1, 512, 2, 2, 256, 256)}
+    ACC = {"D128": (2, 1024, 4, 4, 128, 128), "D256": (1, 512, 2, 2, 256, 256), "D100": (2, 64, 2, 4, 100, 100)}
     DTYPE = torch.bfloat16
 
 VARIANTS = {
@@ -131,7 +133,8 @@ def stage_fns(shape):
 
 
 def op_errors(shape):
-    """Relative RMSE of o, ht and every gradient against the fp32 reference."""
+    """Relative RMSE of o, ht and every gradient against the fp32 reference, and under
+    ``nondet`` the names of those that differ between two runs on the same inputs."""
     B, T, H, HV, K, V = shape
     q, k, v, g, beta = make_inputs(*shape, seed=1)
     h0 = torch.randn(B, HV, K, V, device=DEV)
@@ -146,8 +149,11 @@ def op_errors(shape):
 
     ref = grads(chunk_gated_delta_rule_ref, [x.float() for x in (q, k, v, g, beta)] + [h0])
     out = grads(fla_ascend.chunk_gated_delta_rule, [q, k, v, g, beta, h0])
+    again = grads(fla_ascend.chunk_gated_delta_rule, [q, k, v, g, beta, h0])
     names = ("o", "ht", "dq", "dk", "dv", "dg", "dbeta", "dh0")
-    return {n: round(rel_rmse(r, o), 5) for n, r, o in zip(names, ref, out)}
+    err = {n: round(rel_rmse(r, o), 5) for n, r, o in zip(names, ref, out)}
+    err["nondet"] = [n for n, a, b in zip(names, out, again) if not torch.equal(a, b)]
+    return err
 
 
 def op_times(shape):
@@ -193,7 +199,8 @@ def main():
                 finally:
                     tiles.STRICT_STAGES.discard(stage)
                 row["err"] = {name: op_errors(shape) for name, shape in ACC.items()}
-                row["ok"] = all(e[n] <= TOL[n] for e in row["err"].values() for n in TOL)
+                row["ok"] = all(e[n] <= TOL[n] for e in row["err"].values() for n in TOL) and not any(
+                    e["nondet"] for e in row["err"].values())
                 row["op_ms"] = {name: op_times(shape) for name, shape in SHAPES.items()}
             except Exception as e:  # a variant that does not compile is a result, not a crash
                 row["error"] = repr(e)[:300]
@@ -214,7 +221,9 @@ def main():
         if "error" in r:
             lines.append(f"| {r['stage']} | {r['cfg']} | error: {r['error'][:80]} | | | |")
             continue
-        worst = " / ".join(f"{max(e, key=e.get)} {max(e.values()):.4f}" for e in r["err"].values())
+        worst = " / ".join(f"{max(TOL, key=e.get)} {max(e[n] for n in TOL):.4f}"
+                           + (f" (differs between runs: {','.join(e['nondet'])})" if e["nondet"] else "")
+                           for e in r["err"].values())
         lines.append(f"| {r['stage']} | {r['cfg']}{' (base)' if r['base'] else ''} | "
                      + " / ".join(f"{r['stage_ms'][s]:.3f}" for s in SHAPES) + " | "
                      + " / ".join(f"{r['op_ms'][s]['fwdbwd']:.3f}" for s in SHAPES) + f" | {worst} | {r['ok']} |")
