@@ -40,6 +40,15 @@ def _as_kernels(x, name):
     raise TypeError(f"{name}: expected a run directory, readers.Run or kernel DataFrame, got {type(x).__name__}")
 
 
+def geomean_text(totals: dict) -> str:
+    """The geometric-mean part of a comparison's summary line: over the kernel keys both runs
+    share, or a note that they share none (two providers' kernels have different names; only the
+    totals compare)."""
+    if not totals["keys_both"]:
+        return "no common kernel key (different kernels: only the totals compare)"
+    return f"geometric mean over {totals['keys_both']} common key(s): {totals['geomean_speedup']:.3f}x"
+
+
 @dataclasses.dataclass
 class Comparison:
     """Result of :func:`compare`.
@@ -66,8 +75,7 @@ class Comparison:
         lines = [f"# Compare: base `{self.base}` vs new `{self.new}`", "",
                  f"- per-step device time: base {t['base_us']:.3f} us ({t['steps_base']} step(s)), "
                  f"new {t['new_us']:.3f} us ({t['steps_new']} step(s))",
-                 f"- total speedup (base / new): {t['speedup']:.3f}x; geometric mean over "
-                 f"{t['keys_both']} common key(s): {t['geomean_speedup']:.3f}x",
+                 f"- total speedup (base / new): {t['speedup']:.3f}x; {geomean_text(t)}",
                  f"- keys only in base: {t['keys_base_only']}; only in new: {t['keys_new_only']}", ""]
         cols = self.key + ["count_base", "count_new", "total_base_us", "total_new_us", "ratio", "status"]
         df = self.table if top is None else self.table.head(top)

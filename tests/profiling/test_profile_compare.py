@@ -73,3 +73,11 @@ def test_bad_inputs(runs):
         C.compare(1, runs[1])
     with pytest.raises(ValueError, match="by"):
         C.compare(*runs, by="bogus")
+
+
+def test_summary_without_common_keys():
+    """Two runs with no kernel in common (two providers' kernels): the summary says so instead of
+    printing a geometric mean of nothing (nan)."""
+    t = {"keys_both": 0, "geomean_speedup": float("nan")}
+    assert "no common kernel key" in C.geomean_text(t) and "nan" not in C.geomean_text(t)
+    assert C.geomean_text({"keys_both": 4, "geomean_speedup": 1.5}) == "geometric mean over 4 common key(s): 1.500x"
