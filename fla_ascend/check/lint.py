@@ -135,7 +135,8 @@ def _lint_jit_function(fn: ast.FunctionDef, file: str) -> list[Finding]:
         if reused:
             out.append(Finding("dot_operand_reused", fn.name, call.lineno,
                                f"left operand {a!r} of tl.dot is read again after the dot; the Cube path may "
-                               f"overwrite it: reload it or use a copy ({a} + 0.0) as the dot operand", file=file))
+                               f"overwrite it: reload it or dot on a copy, tiles.dot_operand({a}) ({a} + 0.0 where R7 "
+                               f"applies)", file=file))
     # runtime if between two load paths
     for node in [n for n in ast.walk(fn) if isinstance(n, ast.If)]:
         names = {n.id for n in ast.walk(node.test) if isinstance(n, ast.Name)}
