@@ -23,7 +23,7 @@ def make_console(**kwargs) -> Console:
     """A ``rich.console.Console`` (same arguments) whose closed-pipe handling is the CLI's, and
     :data:`LOG_WIDTH` columns wide when writing to something other than a terminal without
     ``COLUMNS`` set (unless ``width`` is given)."""
-    stream = kwargs.get("file") or sys.stdout
+    stream = kwargs.get("file") or (sys.stderr if kwargs.get("stderr") else sys.stdout)
     if "width" not in kwargs and "COLUMNS" not in os.environ and not (hasattr(stream, "isatty") and stream.isatty()):
         kwargs["width"] = LOG_WIDTH
     return _Console(**kwargs)

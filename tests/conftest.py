@@ -26,6 +26,14 @@ def _seed():
 
 
 @pytest.fixture(autouse=True)
+def _no_worker_columns(monkeypatch):
+    """pytest-xdist workers run with ``COLUMNS=80``, which the CLI's console honours (a user's
+    COLUMNS wins): tests see what a log or pipe gets without it (fla_ascend.console.LOG_WIDTH)."""
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        monkeypatch.delenv("COLUMNS", raising=False)
+
+
+@pytest.fixture(autouse=True)
 def _stop_after_device_fault():
     """A CUDA fault (illegal address...) leaves the process's context unusable, so every later
     test would error for the same reason. Under pytest-xdist the worker exits (xdist reports the

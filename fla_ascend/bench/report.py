@@ -101,9 +101,7 @@ def print_table(artifact: dict, console=None, compact: bool = False) -> None:
     from rich.table import Table
 
     if console is None:
-        console = make_console()
-        if not console.is_terminal:  # logs and pipes: do not wrap at 80 columns
-            console = make_console(width=200)
+        console = make_console()  # logs and pipes get a wide console (fla_ascend.console)
     head, rows = table_rows(artifact, short=True)
     drop = {"dtype", "tokens/s"} if compact else set()
     keep = [i for i, h in enumerate(head) if h not in drop]

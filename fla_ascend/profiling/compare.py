@@ -44,9 +44,10 @@ def geomean_text(totals: dict) -> str:
     """The geometric-mean part of a comparison's summary line: over the kernel keys both runs
     share, or a note that they share none (two providers' kernels have different names; only the
     totals compare)."""
-    if not totals["keys_both"]:
-        return "no common kernel key (different kernels: only the totals compare)"
-    return f"geometric mean over {totals['keys_both']} common key(s): {totals['geomean_speedup']:.3f}x"
+    n = totals.get("keys_geomean", totals["keys_both"])
+    if not n or math.isnan(totals["geomean_speedup"]):
+        return "no common kernel key with time on both sides (different kernels: only the totals compare)"
+    return f"geometric mean over {n} common key(s): {totals['geomean_speedup']:.3f}x"
 
 
 @dataclasses.dataclass
@@ -59,8 +60,8 @@ class Comparison:
     ``status`` (``both``, ``base only``, ``new only``), sorted by the larger per-step total.
     ``totals``: ``base_us`` / ``new_us`` (per-step device time of all kernels), ``speedup``
     (base_us / new_us), ``geomean_speedup`` (geometric mean of base/new over keys on both sides
-    with nonzero times), ``steps_base``, ``steps_new``, ``keys_both``, ``keys_base_only``,
-    ``keys_new_only``.
+    with nonzero times; NaN when there is none), ``keys_geomean`` (how many keys it averages),
+    ``steps_base``, ``steps_new``, ``keys_both``, ``keys_base_only``, ``keys_new_only``.
     """
 
     base: str
@@ -154,7 +155,7 @@ def compare(base, new, by="type") -> Comparison:
     base_us, new_us = float(t["total_base_us"].sum()), float(t["total_new_us"].sum())
     totals = {"base_us": base_us, "new_us": new_us, "speedup": base_us / new_us if new_us > 0 else math.nan,
               "geomean_speedup": geo, "steps_base": nb, "steps_new": nn,
-              "keys_both": int((t["status"] == "both").sum()),
+              "keys_both": int((t["status"] == "both").sum()), "keys_geomean": len(both),
               "keys_base_only": int((t["status"] == "base only").sum()),
               "keys_new_only": int((t["status"] == "new only").sum())}
     return Comparison(base=sb, new=sn, key=cols, table=t, totals=totals)

@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import pytest
 import torch
+import triton
+import triton.language as tl
 
 from fla_ascend.ops.common import tiles
 
@@ -163,3 +165,19 @@ def test_dot_operand_copies_except_on_compiled_cuda():
     """The R7 dot-operand copy is made everywhere but compiled CUDA (the NPU needs it; the
     interpreter keeps the NPU's code path)."""
     assert bool(tiles.DOT_OPERAND_COPY) == (not tiles.backend.is_cuda_compiled())
+
+
+@triton.jit
+def _dot_operand_kernel(x, y, N: tl.constexpr):
+    o = tl.arange(0, N)
+    tl.store(y + o, tiles.dot_operand(tl.load(x + o)))
+
+
+def test_dot_operand_is_a_copy_here(device):
+    """What a kernel gets from ``dot_operand``: a new value (``x + 0.0``, which turns -0.0 into
+    +0.0) on the NPU and under the interpreter, ``x`` itself (the sign of zero kept) on compiled
+    CUDA."""
+    x = torch.full((16,), -0.0, device=device)
+    y = torch.empty_like(x)
+    _dot_operand_kernel[(1,)](x, y, N=16)
+    assert torch.signbit(y).any().item() == tiles.backend.is_cuda_compiled()
