@@ -7,9 +7,9 @@ import sys
 from rich.console import Console
 
 LOG_WIDTH = 200
-"""Columns of the console when the output is not a terminal and ``COLUMNS`` is unset (a log file,
-a pipe, a CI job): rich's default of 80 folds every table column of kernel names and shapes into
-many lines there."""
+"""Columns of the console when the output is not a terminal and ``COLUMNS`` is unset or not a
+number (a log file, a pipe, a CI job): rich's default of 80 folds every table column of kernel
+names and shapes into many lines there."""
 
 
 class _Console(Console):
@@ -21,9 +21,10 @@ class _Console(Console):
 
 def make_console(**kwargs) -> Console:
     """A ``rich.console.Console`` (same arguments) whose closed-pipe handling is the CLI's, and
-    :data:`LOG_WIDTH` columns wide when writing to something other than a terminal without
-    ``COLUMNS`` set (unless ``width`` is given)."""
+    :data:`LOG_WIDTH` columns wide when writing to something other than a terminal without a
+    numeric ``COLUMNS`` (unless ``width`` is given)."""
     stream = kwargs.get("file") or (sys.stderr if kwargs.get("stderr") else sys.stdout)
-    if "width" not in kwargs and "COLUMNS" not in os.environ and not (hasattr(stream, "isatty") and stream.isatty()):
+    columns = os.environ.get("COLUMNS", "").strip()
+    if "width" not in kwargs and not columns.isdigit() and not (hasattr(stream, "isatty") and stream.isatty()):
         kwargs["width"] = LOG_WIDTH
     return _Console(**kwargs)

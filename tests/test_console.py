@@ -17,6 +17,8 @@ def test_console_width_off_a_terminal(monkeypatch):
     assert make_console(file=io.StringIO(), width=90).width == 90  # an explicit width wins
     monkeypatch.setenv("COLUMNS", "123")
     assert make_console(file=io.StringIO()).width == 123  # rich reads COLUMNS itself
+    monkeypatch.setenv("COLUMNS", "")
+    assert make_console(file=io.StringIO()).width == LOG_WIDTH  # set but empty: as if unset
 
 
 def test_console_width_follows_the_stream_it_writes(monkeypatch):

@@ -118,7 +118,7 @@ def run_analyze(args) -> int:
 
 def run_compare(args) -> int:
     """``profile compare``: print per-key table and totals; with ``--out`` write them and a PNG."""
-    from .compare import compare, geomean_text
+    from .compare import compare, geomean_text, speedup_text
 
     if args.top < 1:
         return _fail(f"--top must be >= 1, got {args.top}")
@@ -129,7 +129,7 @@ def run_compare(args) -> int:
     con = _console()
     t = cmp.totals
     con.print(f"base {t['base_us']:.3f} us/step ({t['steps_base']} steps), new {t['new_us']:.3f} us/step "
-              f"({t['steps_new']} steps): speedup {t['speedup']:.3f}x, {geomean_text(t)}; "
+              f"({t['steps_new']} steps): {speedup_text(t)}, {geomean_text(t)}; "
               f"{t['keys_base_only']} base-only, {t['keys_new_only']} new-only",
               highlight=False)
     con.print(_rich_table(cmp.table.head(args.top), cmp.key + ["count_base", "count_new", "total_base_us",

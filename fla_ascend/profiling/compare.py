@@ -40,14 +40,25 @@ def _as_kernels(x, name):
     raise TypeError(f"{name}: expected a run directory, readers.Run or kernel DataFrame, got {type(x).__name__}")
 
 
+def speedup_text(totals: dict) -> str:
+    """The total part of a comparison's summary line: ``speedup 1.253x``, or which run has no
+    device time (a run whose kernels all last 0 us)."""
+    empty = [n for n in ("base", "new") if not totals[f"{n}_us"] > 0]
+    if empty:
+        return f"speedup undefined ({' and '.join(empty)} with no device time)"
+    return f"speedup {totals['speedup']:.3f}x"
+
+
 def geomean_text(totals: dict) -> str:
     """The geometric-mean part of a comparison's summary line: over the kernel keys both runs
-    share, or a note that they share none (two providers' kernels have different names; only the
-    totals compare)."""
+    share with time on both sides, or why there is none (two providers' kernels have different
+    names; or the shared ones last 0 us on one side)."""
     n = totals.get("keys_geomean", totals["keys_both"])
-    if not n or math.isnan(totals["geomean_speedup"]):
-        return "no common kernel key with time on both sides (different kernels: only the totals compare)"
-    return f"geometric mean over {n} common key(s): {totals['geomean_speedup']:.3f}x"
+    if n and not math.isnan(totals["geomean_speedup"]):
+        return f"geometric mean over {n} common key(s): {totals['geomean_speedup']:.3f}x"
+    if totals["keys_both"]:
+        return f"no geometric mean ({totals['keys_both']} common key(s), none with time on both sides)"
+    return "no common kernel key (different kernels: only the totals compare)"
 
 
 @dataclasses.dataclass
@@ -76,7 +87,7 @@ class Comparison:
         lines = [f"# Compare: base `{self.base}` vs new `{self.new}`", "",
                  f"- per-step device time: base {t['base_us']:.3f} us ({t['steps_base']} step(s)), "
                  f"new {t['new_us']:.3f} us ({t['steps_new']} step(s))",
-                 f"- total speedup (base / new): {t['speedup']:.3f}x; {geomean_text(t)}",
+                 f"- total (base / new): {speedup_text(t)}; {geomean_text(t)}",
                  f"- keys only in base: {t['keys_base_only']}; only in new: {t['keys_new_only']}", ""]
         cols = self.key + ["count_base", "count_new", "total_base_us", "total_new_us", "ratio", "status"]
         df = self.table if top is None else self.table.head(top)
@@ -88,7 +99,8 @@ class Comparison:
 
     def to_json(self) -> str:
         """Totals and table as JSON (NaN as null)."""
-        return json.dumps({"base": self.base, "new": self.new, "key": self.key, "totals": self.totals,
+        totals = {k: None if isinstance(v, float) and math.isnan(v) else v for k, v in self.totals.items()}
+        return json.dumps({"base": self.base, "new": self.new, "key": self.key, "totals": totals,
                            "table": json.loads(self.table.to_json(orient="records"))}, indent=2, default=str)
 
     def write(self, out_dir, plots: bool = True, top: int = 15) -> dict:
@@ -116,11 +128,14 @@ def compare(base, new, by="type") -> Comparison:
         :class:`Comparison` (per-step totals; see its docstring).
 
     Raises:
-        TypeError (inputs of another type), ValueError (bad ``by``, missing columns), and the
-        readers' errors for paths.
+        TypeError (inputs of another type), ValueError (bad ``by``, missing columns, a run with
+        no kernel rows), and the readers' errors for paths.
     """
     kb, sb = _as_kernels(base, "base")
     kn, sn = _as_kernels(new, "new")
+    for name, k, src in (("base", kb, sb), ("new", kn, sn)):
+        if k.empty:
+            raise ValueError(f"{name} run {src} has no kernel rows: nothing to compare")
     cols = _key_cols(by)
     for name, k in (("base", kb), ("new", kn)):
         missing = [c for c in cols + ["duration_us"] if c not in k.columns]

@@ -134,11 +134,12 @@ def plot_compare(cmp, path, top: int = 15) -> Path:
     ax.set_yticklabels([_label(r, 40) for _, r in t.iterrows()], fontsize=8)
     mx = float(max(t["total_base_us"].max(), t["total_new_us"].max(), 1.0))
     for yi, (_, r) in zip(y, t.iterrows()):
-        txt = r["status"] if r["status"] != "both" else f"x{r['ratio']:.2f}"
+        txt = r["status"] if r["status"] != "both" or r["ratio"] != r["ratio"] else f"x{r['ratio']:.2f}"
         ax.text(max(r["total_base_us"], r["total_new_us"]), yi, f"  {txt}", va="center", fontsize=8)
     ax.set_xlim(0, mx * 1.25)
     ax.set_xlabel("time per step (us)")
-    sp = cmp.totals["speedup"]
-    ax.set_title(f"new vs base: total speedup {sp:.2f}x (ratio = new / base)")
+    from .compare import speedup_text
+
+    ax.set_title(f"new vs base: total {speedup_text(cmp.totals)} (ratio = new / base)")
     ax.legend(fontsize=8)
     return _save(fig, path)

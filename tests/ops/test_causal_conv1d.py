@@ -259,6 +259,8 @@ def test_conv_bad_input(device):
         causal_conv1d_update(x[:, 0], torch.randn(2, 8, 4, device=device), weight=w)
     with pytest.raises(TypeError, match="^causal_conv1d: unexpected keyword"):
         causal_conv1d(x, w, bogus=1)
+    with pytest.raises(ValueError, match=r"^causal_conv1d: x must have at least one channel, got D=0"):
+        causal_conv1d(x[:, :, :0], w[:0])
 
 
 def test_conv_kernels_lower_clean(tmp_path):

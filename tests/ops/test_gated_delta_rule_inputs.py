@@ -254,6 +254,18 @@ def test_a_log_missing_with_gate_in_kernel(op, device):
 
 
 @pytest.mark.parametrize("op", OPS)
+def test_gate_params_without_gate_in_kernel_warn(op, device):
+    """A_log / dt_bias given with use_gate_in_kernel=False are ignored, as in
+    flash-linear-attention, but not silently: a warning names them and the flag; the result is
+    the op without them."""
+    x = make_inputs(B, T, H, HV, K, V, torch.float32, device)
+    plain = op(**x)[0]
+    with pytest.warns(UserWarning, match=r"A_log and dt_bias given with use_gate_in_kernel=False are ignored"):
+        got = op(**_with(x, A_log=torch.randn(HV, device=device), dt_bias=torch.randn(HV, device=device)))[0]
+    assert torch.equal(got, plain)
+
+
+@pytest.mark.parametrize("op", OPS)
 @pytest.mark.parametrize("name", ["A_log", "dt_bias"])
 def test_gate_param_shape(op, device, name):
     x = make_inputs(B, T, H, HV, K, V, torch.float32, device, gate_in_kernel=True)

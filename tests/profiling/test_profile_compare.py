@@ -86,3 +86,25 @@ def test_summary_without_common_keys(runs):
     assert "no common kernel key" in text and "nan" not in text
     assert C.geomean_text(C.compare(*runs).totals) == "geometric mean over 4 common key(s): " + \
         f"{C.compare(*runs).totals['geomean_speedup']:.3f}x"
+
+
+def test_zero_time_and_empty_runs(runs, tmp_path):
+    """A run whose kernels all last 0 us: the summary says which run has no device time instead of
+    'nanx', the common keys are counted but not averaged, and compare.json stays strict JSON
+    (NaN written as null). A run with no kernel rows is refused."""
+    kb, kn = (R.read_kernel_details(r) for r in runs)
+    zero = kn.assign(duration_us=0.0)
+    cmp = C.compare(kb, zero)
+    assert C.speedup_text(cmp.totals) == "speedup undefined (new with no device time)"
+    text = C.geomean_text(cmp.totals)
+    assert "none with time on both sides" in text and "nan" not in text
+    assert "nan" not in cmp.to_markdown().lower()
+
+    def strict(token):
+        raise ValueError(f"non-standard JSON token {token}")
+
+    files = cmp.write(tmp_path)  # the plot too (no 'nan' ratio or speedup drawn)
+    assert files["png"].exists()
+    assert json.loads(files["json"].read_text(), parse_constant=strict)["totals"]["speedup"] is None
+    with pytest.raises(ValueError, match="new run .* has no kernel rows"):
+        C.compare(kb, kn.iloc[:0])

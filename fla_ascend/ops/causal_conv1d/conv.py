@@ -642,6 +642,8 @@ def causal_conv1d(
         if x.dim() != 3:
             raise ValueError(f"x must have shape [B, T, D], got {tuple(x.shape)}")
         B, T, D = x.shape
+        if D < 1:
+            raise ValueError(f"x must have at least one channel, got D={D} (x shape {tuple(x.shape)})")
         weight, W = _check_weight(weight, D)
         activation = _check_activation(activation)
         if bias is not None:

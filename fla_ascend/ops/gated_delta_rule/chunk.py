@@ -183,7 +183,8 @@ def chunk_gated_delta_rule(
             empty sequences allowed.
         use_gate_in_kernel: compute ``g = -exp(A_log) * softplus(g + dt_bias)`` fused with the
             chunk cumsum (Qwen3-Next's GatedDeltaNet gate).
-        A_log, dt_bias: ``[HV]``; ``A_log`` required with ``use_gate_in_kernel``, ``dt_bias`` optional.
+        A_log, dt_bias: ``[HV]``; ``A_log`` required with ``use_gate_in_kernel``, ``dt_bias`` optional;
+            without ``use_gate_in_kernel`` both are ignored, with a ``UserWarning``.
         chunk_size: 16, 32 or 64 (default).
 
     Returns:

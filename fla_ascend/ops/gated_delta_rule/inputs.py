@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import math
 import numbers
+import warnings
 from dataclasses import dataclass
 
 import torch
@@ -63,6 +64,11 @@ def validate_inputs(
             if dt_bias is not None:
                 check_tensor("dt_bias", dt_bias, (HV,), dtypes=FLOAT_DTYPES)
         else:
+            if A_log is not None or dt_bias is not None:
+                given = " and ".join(n for n, t in (("A_log", A_log), ("dt_bias", dt_bias)) if t is not None)
+                warnings.warn(f"{op}: {given} given with use_gate_in_kernel=False are ignored (g is used as the "
+                              "log decay as it is); pass use_gate_in_kernel=True to compute the gate from them",
+                              UserWarning, stacklevel=3)
             A_log = dt_bias = None
         if cu_seqlens is not None:
             check_cu_seqlens(cu_seqlens, B, T)
