@@ -53,9 +53,8 @@ def geomean_text(totals: dict) -> str:
     """The geometric-mean part of a comparison's summary line: over the kernel keys both runs
     share with time on both sides, or why there is none (two providers' kernels have different
     names; or the shared ones last 0 us on one side)."""
-    n = totals.get("keys_geomean", totals["keys_both"])
-    if n and not math.isnan(totals["geomean_speedup"]):
-        return f"geometric mean over {n} common key(s): {totals['geomean_speedup']:.3f}x"
+    if totals["keys_geomean"]:
+        return f"geometric mean over {totals['keys_geomean']} common key(s): {totals['geomean_speedup']:.3f}x"
     if totals["keys_both"]:
         return f"no geometric mean ({totals['keys_both']} common key(s), none with time on both sides)"
     return "no common kernel key (different kernels: only the totals compare)"

@@ -134,7 +134,7 @@ def plot_compare(cmp, path, top: int = 15) -> Path:
     ax.set_yticklabels([_label(r, 40) for _, r in t.iterrows()], fontsize=8)
     mx = float(max(t["total_base_us"].max(), t["total_new_us"].max(), 1.0))
     for yi, (_, r) in zip(y, t.iterrows()):
-        txt = r["status"] if r["status"] != "both" or r["ratio"] != r["ratio"] else f"x{r['ratio']:.2f}"
+        txt = f"x{r['ratio']:.2f}" if r["status"] == "both" and pd.notna(r["ratio"]) else r["status"]
         ax.text(max(r["total_base_us"], r["total_new_us"]), yi, f"  {txt}", va="center", fontsize=8)
     ax.set_xlim(0, mx * 1.25)
     ax.set_xlabel("time per step (us)")

@@ -33,6 +33,7 @@ import difflib
 import hashlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -295,8 +296,6 @@ def cuda_resources(compiled, arch: int) -> dict:
     Raises:
         subprocess.CalledProcessError: ptxas failed on the PTX (the caller records the error).
     """
-    import re
-
     from triton.backends.nvidia.compiler import get_ptxas
 
     out = {"shared_bytes": getattr(compiled.metadata, "shared", None), "registers": None,
@@ -339,8 +338,6 @@ def features(text: str, stage: str) -> dict:
     """
     out = {"lines": text.count("\n")}
     if stage == "ttadapter":
-        import re
-
         m = re.search(r'mix_mode\s*=\s*"(\w+)"', text)
         out.update(mix_mode=m.group(1) if m else None, allocs=text.count("memref.alloc"),
                    matmuls=text.count("linalg.matmul"), scalar_loops=text.count("DiscreteMemAccess"))
