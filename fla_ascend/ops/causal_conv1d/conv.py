@@ -40,6 +40,7 @@ from fla_ascend import backend
 from fla_ascend.backend import launch_options
 from fla_ascend.ops.utils.autograd import check_forward_only, kernel_backward
 from fla_ascend.ops.utils.index import prepare_chunk_indices
+from fla_ascend.ops.utils.math import sigmoid, silu
 from fla_ascend.ops.utils.validation import check_cu_seqlens, check_same_device, check_tensor, op_errors
 from fla_ascend.tiling import check_int32_offsets, task_plan
 from fla_ascend.tiling.grid import CUDA_MAX_GRID_X, MAX_GRID
@@ -174,7 +175,7 @@ def _conv_fwd_tile(
     b_y = _pre_activation(x, h0t, wt, bias, p_x0, s_xt, p_h0, o_t, lo, hi, m_t, o_d, m_d, D,
                           W, USE_H0, HAS_BIAS)  # [BT, BD]
     if ACT:
-        b_y = b_y * tl.sigmoid(b_y)
+        b_y = silu(b_y)
     p_y = (i_b * T + bos + t0) * D + o_t[:, None] * D + o_d[None, :]
     m = m_t[:, None] & m_d[None, :]
     if HAS_RESIDUAL:
@@ -246,7 +247,7 @@ def _conv_bwd_task(
         if ACT:
             b_p = _pre_activation(x, h0t, wt, bias, p_x0, s_xt, p_h0, o_q, lo, hi, m_q, o_d, m_d, D,
                                   W, USE_H0, HAS_BIAS)  # [BT, BD]
-            b_s = tl.sigmoid(b_p)
+            b_s = sigmoid(b_p)
             b_dp = b_dp * b_s * (1.0 + b_p * (1.0 - b_s))
         b_w = tl.load(wt + j * D + o_d, mask=m_d, other=0.0).to(tl.float32)  # [BD]
         b_dx += b_dp * b_w[None, :]
@@ -350,7 +351,7 @@ def _states_bwd_task(
         if ACT:
             b_p = _pre_activation(x, h0t, wt, bias, p_x0, s_xt, p_h0, o_q, 0, L32, m_q, o_d, m_d, D,
                                   W, True, HAS_BIAS)  # [BW, BD]
-            b_s = tl.sigmoid(b_p)
+            b_s = sigmoid(b_p)
             b_dp = b_dp * b_s * (1.0 + b_p * (1.0 - b_s))
         b_w = tl.load(wt + w * D + o_d, mask=m_d, other=0.0).to(tl.float32)  # [BD]
         b_dh += b_dp * b_w[None, :]
@@ -403,7 +404,7 @@ def _update_task(
     if HAS_BIAS:
         b_y += tl.load(bias + o_d, mask=m_d, other=0.0).to(tl.float32)
     if ACT:
-        b_y = b_y * tl.sigmoid(b_y)
+        b_y = silu(b_y)
     if HAS_RESIDUAL:
         b_y += tl.load(residual + i_n * D + o_d, mask=m_d, other=0.0).to(tl.float32)
     tl.store(y + i_n * D + o_d, b_y.to(y.dtype.element_ty), mask=m_d)

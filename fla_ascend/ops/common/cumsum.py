@@ -14,6 +14,7 @@ import triton.language as tl
 
 from fla_ascend.backend import launch_options
 from fla_ascend.ops.common.chunk_index import chunk_bounds
+from fla_ascend.ops.utils.math import sigmoid
 from fla_ascend.tiling import task_plan
 from fla_ascend.tiling.sizes import cdiv, next_pow2
 
@@ -135,7 +136,7 @@ def _chunk_gate_cumsum_bwd_task(
             b_x = b_x + tl.load(dt_bias + o_h, mask=m_h, other=0.0).to(tl.float32)[None, :]
         b_a = tl.exp(tl.load(A_log + o_h, mask=m_h, other=0.0).to(tl.float32))  # [BH]
         b_sp = tl.where(b_x > 20.0, b_x, tl.log(1.0 + tl.exp(tl.minimum(b_x, 20.0))))
-        b_dx = tl.where(m_th, -b_dg * b_a[None, :] * tl.sigmoid(b_x), 0.0)
+        b_dx = tl.where(m_th, -b_dg * b_a[None, :] * sigmoid(b_x), 0.0)
         p_part = tl.cast(i_c, tl.int64) * HV + o_h
         tl.store(dA_log_parts + p_part, tl.sum(tl.where(m_th, -b_dg * b_a[None, :] * b_sp, 0.0), 0), mask=m_h)
         if HAS_DT_BIAS:

@@ -15,6 +15,7 @@ import triton.language as tl
 from fla_ascend.backend import launch_options
 from fla_ascend.ops.norm.l2norm import MAX_D, check_rows, row_block
 from fla_ascend.ops.utils.autograd import kernel_backward
+from fla_ascend.ops.utils.math import sigmoid, silu
 from fla_ascend.ops.utils.validation import check_eps, check_same_device, check_tensor, op_errors
 from fla_ascend.tiling import check_int32_offsets, task_plan
 from fla_ascend.tiling.sizes import cdiv
@@ -53,9 +54,9 @@ def _rms_gated_fwd_task(
     if HAS_G:
         b_g = tl.load(g + p, mask=m, other=0.0).to(tl.float32)  # [BM, BD]
         if SWISH:
-            b_y = b_y * b_g * tl.sigmoid(b_g)
+            b_y = b_y * silu(b_g)
         else:
-            b_y = b_y * tl.sigmoid(b_g)
+            b_y = b_y * sigmoid(b_g)
     tl.store(y + p, b_y.to(y.dtype.element_ty), mask=m)
     tl.store(rstd + r0 + o_r, b_rstd, mask=m_r)
 
@@ -101,7 +102,7 @@ def _rms_gated_bwd_task(
         if HAS_BIAS:
             b_n = b_n + tl.load(bias + o_d, mask=m_d, other=0.0).to(tl.float32)[None, :]
         b_g = tl.load(g + p, mask=m, other=0.0).to(tl.float32)  # [BM, BD]
-        b_s = tl.sigmoid(b_g)
+        b_s = sigmoid(b_g)
         if SWISH:
             b_dg = b_dn * b_n * b_s * (1.0 + b_g * (1.0 - b_s))
             b_dn = b_dn * b_g * b_s
