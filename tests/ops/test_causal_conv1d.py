@@ -124,6 +124,31 @@ def test_conv_fwd_grid3d_launch(cu, device, monkeypatch):
         assert launched[0][0] > 1, launched
 
 
+@pytest.mark.parametrize("W", [1, 3, 4, 16])
+@pytest.mark.parametrize("cu", [None, [0, 1, 2, 40, 40, 70]])
+def test_conv_bwd_gather_tile(W, cu, device, monkeypatch):
+    """The backward's ``tl.gather`` tile (compiled CUDA: ``dpre`` once per row, tiles advancing by
+    ``BT - (W - 1)``), forced here on any backend with tl.gather, against the reference; SiLU and
+    none, states, residual, varlen with empty and one-token sequences, W up to 16."""
+    from triton.runtime import interpreter
+
+    from fla_ascend.ops.causal_conv1d import conv
+
+    if backend.device_type() == "npu":
+        pytest.skip("the NPU keeps the per-tap backward (its UB holds one tap's loads)")
+    if backend.is_interpreter() and not hasattr(interpreter.InterpreterBuilder, "create_gather"):
+        pytest.skip("this Triton's interpreter has no tl.gather (triton-ascend 3.2.0)")
+    monkeypatch.setattr(conv, "_bwd_shift_gather", lambda: True)
+    launched = []
+    bwd = conv.causal_conv1d_bwd
+    monkeypatch.setattr(conv, "causal_conv1d_bwd", lambda *a: launched.append(a[-1]) or bwd(*a))
+    B = 1 if cu is not None else 2
+    for activation in (None, "silu"):
+        _check(B, 70, 40, W, device, activation=activation, use_h0=True, final=True, use_residual=True,
+               cu_seqlens=cu)
+    assert launched == [True, True]
+
+
 def test_conv_grid3d_limits(monkeypatch):
     """``conv._grid3d``: the grid as given on a CUDA build when x <= 2^31 - 1 and y, z <= 65535
     (CUDA's limits), ``None`` past them, for an empty dimension, and off CUDA."""
@@ -229,6 +254,23 @@ def test_conv_gpu_bf16(cu, device):
     B = 1 if cu is not None else 2
     _check(B, 1000, 1024, 4, device, dtype=torch.bfloat16, use_h0=True, final=True, use_residual=True,
            cu_seqlens=cu, tol=1e-2)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("W", [1, 3, 4, 16])
+@pytest.mark.parametrize("cu", [None, [0, 1, 2, 40, 40, 333]])
+def test_conv_gpu_gather_bwd_fp32(W, cu, device):
+    """Compiled CUDA's backward tile (``tl.gather`` of ``dpre``, tasks overlapping by ``W - 1`` rows)
+    in float32 against the reference: several tiles per sequence, two channel blocks, empty and
+    one-token sequences, states and residual, SiLU and none."""
+    from fla_ascend.ops.causal_conv1d import conv
+
+    if not conv._bwd_shift_gather():
+        pytest.skip("the gather tile is the backward on compiled CUDA only")
+    B = 1 if cu is not None else 2
+    for activation in (None, "silu"):
+        _check(B, 333, 200, W, device, activation=activation, use_h0=True, final=True, use_residual=True,
+               cu_seqlens=cu)
 
 
 @pytest.mark.slow

@@ -12,6 +12,9 @@ plan on CUDA, ``_grid3d``):
 - ``causal_conv1d_bwd_kernel``: same tasks; recomputes the pre-activation where SiLU is on, writes
   ``dx`` (adding the final-state gradient ``dht`` of the last ``W`` tokens) and per-task partial
   sums of ``dweight`` / ``dbias`` that the host reduces with ``torch.sum`` (deterministic: no atomics).
+  Two tiles: on the NPU and under the interpreter each tap loads and recomputes its shifted rows
+  (``_conv_bwd_tile_taps``); on compiled CUDA the tile computes ``dpre`` once per row and reads the
+  shifted rows with ``tl.gather``, its tasks overlapping by ``W - 1`` rows (``_conv_bwd_tile_gather``).
 - ``causal_conv1d_states_fwd_kernel`` / ``causal_conv1d_states_bwd_kernel``: per (sequence,
   channel block) final state, and the initial-state gradient ``dh0`` (conv taps that read the
   state plus ``dht`` for sequences shorter than ``W``).
@@ -217,12 +220,29 @@ def _conv_bwd_task(
     i_task, x, wt, bias, h0t, dy, dhtt, dx, dw_part, db_part, chunk_indices, cu_seqlens,
     s_xb, s_xt, s_dyb, s_dyt, T, D, NT, ND,
     W: tl.constexpr, BT: tl.constexpr, BD: tl.constexpr, ACT: tl.constexpr, HAS_BIAS: tl.constexpr,
-    USE_H0: tl.constexpr, HAS_DHT: tl.constexpr, IS_VARLEN: tl.constexpr,
+    USE_H0: tl.constexpr, HAS_DHT: tl.constexpr, IS_VARLEN: tl.constexpr, SHIFT_GATHER: tl.constexpr,
 ):
     i_task = tl.cast(i_task, tl.int64)
     i_c = i_task // ND
     i_d = i_task % ND
     i_b, i_n, i_t, bos, L = _seq_of_chunk(i_c, chunk_indices, cu_seqlens, T, NT, IS_VARLEN)
+    if SHIFT_GATHER:
+        _conv_bwd_tile_gather(i_b, i_n, i_t, bos, L, i_c, i_d, x, wt, bias, h0t, dy, dhtt, dx, dw_part, db_part,
+                              s_xb, s_xt, s_dyb, s_dyt, T, D, W, BT, BD, ACT, HAS_BIAS, USE_H0, HAS_DHT)
+    else:
+        _conv_bwd_tile_taps(i_b, i_n, i_t, bos, L, i_c, i_d, x, wt, bias, h0t, dy, dhtt, dx, dw_part, db_part,
+                            s_xb, s_xt, s_dyb, s_dyt, T, D, W, BT, BD, ACT, HAS_BIAS, USE_H0, HAS_DHT)
+
+
+@triton.jit
+def _conv_bwd_tile_taps(
+    i_b, i_n, i_t, bos, L, i_c, i_d, x, wt, bias, h0t, dy, dhtt, dx, dw_part, db_part,
+    s_xb, s_xt, s_dyb, s_dyt, T, D,
+    W: tl.constexpr, BT: tl.constexpr, BD: tl.constexpr, ACT: tl.constexpr, HAS_BIAS: tl.constexpr,
+    USE_H0: tl.constexpr, HAS_DHT: tl.constexpr,
+):
+    """The backward of the ``[BT, BD]`` tile of chunk ``i_t`` (tiles advance by ``BT``): ``dpre`` of
+    the rows ``t + k`` that ``dx[t]`` needs is loaded and recomputed per tap ``k`` (NPU, interpreter)."""
     t0 = i_t * BT
     lo = (-t0).to(tl.int32)
     hi = (L - t0).to(tl.int32)
@@ -269,22 +289,78 @@ def _conv_bwd_task(
     tl.store(dx + p_dx, b_dx.to(dx.dtype.element_ty), mask=m_t[:, None] & m_d[None, :])
 
 
+@triton.jit
+def _conv_bwd_tile_gather(
+    i_b, i_n, i_t, bos, L, i_c, i_d, x, wt, bias, h0t, dy, dhtt, dx, dw_part, db_part,
+    s_xb, s_xt, s_dyb, s_dyt, T, D,
+    W: tl.constexpr, BT: tl.constexpr, BD: tl.constexpr, ACT: tl.constexpr, HAS_BIAS: tl.constexpr,
+    USE_H0: tl.constexpr, HAS_DHT: tl.constexpr,
+):
+    """The backward with ``dpre`` computed once per row (CUDA): the tile's ``BT`` rows give ``dpre``,
+    ``dx`` of its first ``BT - (W - 1)`` rows (tiles advance by that) reads ``dpre[t + k]`` from the
+    same registers through ``tl.gather`` instead of loading ``dy`` and recomputing the pre-activation
+    for every tap (``W`` loads of ``dy`` and ``W * W`` of ``x`` per tile before, 1 and ``W`` now)."""
+    BO: tl.constexpr = BT - (W - 1)
+    t0 = i_t * BO
+    lo = (-t0).to(tl.int32)
+    hi = (L - t0).to(tl.int32)
+    o_r = tl.arange(0, BT)
+    o_d = i_d.to(tl.int32) * BD + tl.arange(0, BD)
+    m_d = o_d < D
+    m_r = o_r < hi
+    m_o = (o_r < BO) & m_r  # the rows this tile writes
+    p_x0 = i_b * s_xb + (bos + t0) * s_xt
+    p_h0 = i_n * W * D
+    b_dp = tl.load(dy + i_b * s_dyb + (bos + t0) * s_dyt + o_r[:, None] * s_dyt + o_d[None, :],
+                   mask=m_r[:, None] & m_d[None, :], other=0.0).to(tl.float32)  # [BT, BD]
+    if ACT:
+        b_p = _pre_activation(x, h0t, wt, bias, p_x0, s_xt, p_h0, o_r, lo, hi, m_r, o_d, m_d, D,
+                              W, USE_H0, HAS_BIAS)  # [BT, BD]
+        b_s = sigmoid(b_p)
+        b_dp = b_dp * b_s * (1.0 + b_p * (1.0 - b_s))
+    # dx[t] = sum_k wt[W - 1 - k] * dpre[t + k]; rows t + k past the tile serve only rows it does not write
+    b_dx = tl.zeros([BT, BD], dtype=tl.float32)  # [BT, BD]
+    for k in tl.static_range(W):
+        b_w = tl.load(wt + (W - 1 - k) * D + o_d, mask=m_d, other=0.0).to(tl.float32)  # [BD]
+        if k == 0:
+            b_dx += b_dp * b_w[None, :]
+        else:
+            i_q = tl.broadcast_to(tl.minimum(o_r + k, BT - 1)[:, None], [BT, BD])
+            b_dx += tl.gather(b_dp, i_q, axis=0) * b_w[None, :]
+    # partial dweight[w] = sum_t dpre[t] * x[t - (W - 1) + w] and dbias = sum_t dpre[t] over the written rows
+    b_dp = tl.where(m_o[:, None], b_dp, 0.0)
+    p_part = i_c * W * D + o_d
+    for w in tl.static_range(W):
+        b_x = _load_window(x, h0t, p_x0, s_xt, p_h0, o_r + (w - (W - 1)), lo, hi, m_o, o_d, m_d, D,
+                           W, USE_H0)  # [BT, BD]
+        tl.store(dw_part + p_part + w * D, tl.sum(b_dp * b_x, axis=0), mask=m_d)
+    if HAS_BIAS:
+        tl.store(db_part + i_c * D + o_d, tl.sum(b_dp, axis=0), mask=m_d)
+    if HAS_DHT:
+        m_j = (hi - W <= o_r) & m_o
+        b_dx += tl.load(dhtt + p_h0 + (o_r - hi + W)[:, None] * D + o_d[None, :], mask=m_j[:, None] & m_d[None, :],
+                        other=0.0).to(tl.float32)  # [BT, BD]
+    p_dx = (i_b * T + bos + t0) * D + o_r[:, None] * D + o_d[None, :]
+    tl.store(dx + p_dx, b_dx.to(dx.dtype.element_ty), mask=m_o[:, None] & m_d[None, :])
+
+
 @triton.jit(do_not_specialize=["T", "NT", "ND", "n_tasks", "n_programs"])
 def causal_conv1d_bwd_kernel(
     x, wt, bias, h0t, dy, dhtt, dx, dw_part, db_part, chunk_indices, cu_seqlens,
     s_xb, s_xt, s_dyb, s_dyt, T, D, NT, ND, n_tasks, n_programs,
     W: tl.constexpr, BT: tl.constexpr, BD: tl.constexpr, ACT: tl.constexpr, HAS_BIAS: tl.constexpr,
     USE_H0: tl.constexpr, HAS_DHT: tl.constexpr, IS_VARLEN: tl.constexpr, TASK_LOOP: tl.constexpr,
+    SHIFT_GATHER: tl.constexpr = False,
 ):
     if TASK_LOOP:
         for i_task in tl.range(tl.program_id(0), n_tasks, n_programs):
             _conv_bwd_task(i_task, x, wt, bias, h0t, dy, dhtt, dx, dw_part, db_part, chunk_indices, cu_seqlens,
                            s_xb, s_xt, s_dyb, s_dyt, T, D, NT, ND, W, BT, BD, ACT, HAS_BIAS, USE_H0, HAS_DHT,
-                           IS_VARLEN)
+                           IS_VARLEN, SHIFT_GATHER)
     else:
         _conv_bwd_task(tl.program_id(0), x, wt, bias, h0t, dy, dhtt, dx, dw_part, db_part, chunk_indices,
                        cu_seqlens, s_xb, s_xt, s_dyb, s_dyt, T, D, NT, ND, W, BT, BD, ACT, HAS_BIAS, USE_H0,
-                       HAS_DHT, IS_VARLEN)
+                       HAS_DHT, IS_VARLEN, SHIFT_GATHER)
 
 
 @triton.jit
@@ -499,13 +575,29 @@ def causal_conv1d_states_fwd(x, W, h0t, cu_seqlens, BD, dtype):
     return ht
 
 
-def causal_conv1d_bwd(x, wt, bias, h0t, dy, dht, activation, cu_seqlens, chunk_indices, BT, BD, num_warps):
+def _bwd_shift_gather() -> bool:
+    """Whether the backward reads the shifted ``dpre`` rows through ``tl.gather`` (compiled CUDA)
+    instead of recomputing them per tap (the NPU, whose UB holds one tap's loads at a time, and the
+    interpreter). Timed on the H200 in cases.md."""
+    return backend.is_cuda_compiled()
+
+
+def _bwd_step(BT: int, W: int, gather: bool) -> int:
+    """Tokens between consecutive backward tiles: ``BT``, or ``BT - (W - 1)`` with the gather tile
+    (its last ``W - 1`` rows only feed the rows before them)."""
+    return BT - (W - 1) if gather else BT
+
+
+def causal_conv1d_bwd(x, wt, bias, h0t, dy, dht, activation, cu_seqlens, chunk_indices, BT, BD, num_warps,
+                      gather=False):
     """Launch the backward (``h0t``: the initial state as ``[N, W, D]`` or ``None``; ``dht``: the
-    final-state gradient ``[N, D, W]`` or ``None``). Returns ``(dx [B, T, D] in x.dtype, dwt [W, D]
-    float32, db [D] float32 or None, dh0 [N, D, W] in the initial state's dtype or None)``."""
+    final-state gradient ``[N, D, W]`` or ``None``; ``gather``: the ``tl.gather`` tile, whose varlen
+    ``chunk_indices`` are for chunks of ``_bwd_step(BT, W, True)`` tokens). Returns ``(dx [B, T, D] in
+    x.dtype, dwt [W, D] float32, db [D] float32 or None, dh0 [N, D, W] in the initial state's dtype
+    or None)``."""
     B, T, D = x.shape
     W = wt.shape[0]
-    NT, NC = _n_chunks(B, T, BT, chunk_indices)
+    NT, NC = _n_chunks(B, T, _bwd_step(BT, W, gather), chunk_indices)
     ND = cdiv(D, BD)
     if dy.stride(-1) != 1:
         dy = dy.contiguous()
@@ -520,7 +612,8 @@ def causal_conv1d_bwd(x, wt, bias, h0t, dy, dht, activation, cu_seqlens, chunk_i
         **common, dx=dx, dw_part=dw_part, db_part=db_part, chunk_indices=chunk_indices, NT=NT,
         n_tasks=plan.n_tasks, n_programs=plan.n_programs, W=W, BT=BT, BD=BD, ACT=activation is not None,
         HAS_BIAS=bias is not None, USE_H0=h0t is not None, HAS_DHT=dht is not None,
-        IS_VARLEN=cu_seqlens is not None, TASK_LOOP=plan.task_loop, **launch_options(num_warps=num_warps),
+        IS_VARLEN=cu_seqlens is not None, TASK_LOOP=plan.task_loop, SHIFT_GATHER=gather,
+        **launch_options(num_warps=num_warps),
     )
     dwt = dw_part.sum(0)
     db = db_part.sum(0) if db_part is not None else None
@@ -561,10 +654,12 @@ class CausalConv1dFunction(torch.autograd.Function):
         x, wt, bias, h0t, cu_seqlens, chunk_indices = ctx.saved_tensors
         activation, w_dtype, has_residual, fwd_BT = ctx.meta
         BT, BD, num_warps = _tiles(wt.shape[1], "bwd")
-        if cu_seqlens is not None and BT != fwd_BT:  # the forward's chunk list is for its own BT
-            chunk_indices = prepare_chunk_indices(cu_seqlens, BT)
+        gather = _bwd_shift_gather()
+        step = _bwd_step(BT, wt.shape[0], gather)
+        if cu_seqlens is not None and step != fwd_BT:  # the forward's chunk list is for its own BT
+            chunk_indices = prepare_chunk_indices(cu_seqlens, step)
         dx, dwt, db, dh0 = causal_conv1d_bwd(x, wt, bias, h0t, dy, dht, activation, cu_seqlens,
-                                             chunk_indices, BT, BD, num_warps)
+                                             chunk_indices, BT, BD, num_warps, gather)
         dw = dwt.t().to(w_dtype)
         db = db.to(bias.dtype) if db is not None else None
         dres = dy if has_residual else None
