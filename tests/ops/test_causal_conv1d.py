@@ -332,3 +332,15 @@ def test_conv_kernels_lower_clean(tmp_path):
            for r in rows for f in r["findings"] if f["severity"] == "error"]
     assert bad == []
     assert all(r["lowered"] and r["mix_mode"] == "aiv" for r in rows)
+
+
+def test_conv_bwd_step():
+    """``conv._bwd_step``: tiles advance by BT, or by BT - (W - 1) with the gather tile, which
+    needs BT > W - 1 (the CUDA backward tile holds every accepted width)."""
+    from fla_ascend.ops.causal_conv1d import conv
+
+    assert conv._bwd_step(32, 4, False) == 32 and conv._bwd_step(32, 4, True) == 29
+    assert conv._bwd_step(32, 1, True) == 32
+    assert conv._bwd_step(conv.CUDA_TILES["bwd"][0], conv.MAX_W, True) >= 1
+    with pytest.raises(ValueError, match="BT=8, W=9"):
+        conv._bwd_step(8, 9, True)

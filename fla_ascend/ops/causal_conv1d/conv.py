@@ -57,11 +57,12 @@ with an activation); widths 2 to 4 are the fast case (Qwen3-Next uses 4)."""
 
 CUDA_TILES = {"fwd": (32, 128, 4), "bwd": (32, 64, 2)}
 """Off-NPU ``(BT, BD, num_warps)`` of the forward and the backward sequence kernels, from H200
-A/Bs of tiles and warp counts at both conv anchors (``benchmarks/tune_tiles.py --op causal_conv1d``,
-two runs, each variant's tile used in both directions; cases.md): forward at B1 T32768 D8192
-0.638 ms with ``[64, 128]`` 4 warps (the earlier tile), 0.556 ms with ``[32, 128]``; fwd+bwd 3.397 ms
-with ``[64, 128]``, 2.722 ms with ``[32, 64]`` 2 warps in both directions. This combination itself
-has not been timed yet."""
+A/Bs of tiles and warp counts at both conv anchors (``benchmarks/tune_tiles.py --op causal_conv1d``;
+cases.md, causal_conv1d): forward at B1 T32768 D8192 0.638 ms with ``[64, 128]`` 4 warps, 0.556 ms
+with ``[32, 128]`` (per-tap backward, sixth session); the ``tl.gather`` backward (compiled CUDA) at
+fwd+bwd B4 T4096 / B1 T32768 0.654 / 2.347 ms with ``[32, 64]`` 2 warps, against 0.816 / 3.087 for
+``[64, 64]`` 8 warps and 0.891 / 3.325 for ``[32, 64]`` 4 warps (ninth session). ``BT`` of the
+backward must exceed ``MAX_W - 1``: its gather tile advances by ``BT - (W - 1)`` rows."""
 
 
 def _tiles(D: int, stage: str) -> tuple[int, int, int]:
@@ -584,7 +585,13 @@ def _bwd_shift_gather() -> bool:
 
 def _bwd_step(BT: int, W: int, gather: bool) -> int:
     """Tokens between consecutive backward tiles: ``BT``, or ``BT - (W - 1)`` with the gather tile
-    (its last ``W - 1`` rows only feed the rows before them)."""
+    (its last ``W - 1`` rows only feed the rows before them).
+
+    Raises:
+        ValueError: the gather tile's ``BT`` is not above ``W - 1`` (a tile table error).
+    """
+    if gather and BT <= W - 1:
+        raise ValueError(f"the gather backward tile needs BT > W - 1, got BT={BT}, W={W}")
     return BT - (W - 1) if gather else BT
 
 
