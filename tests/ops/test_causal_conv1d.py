@@ -261,8 +261,9 @@ def test_conv_gpu_bf16(cu, device):
 @pytest.mark.parametrize("cu", [None, [0, 1, 2, 40, 40, 333]])
 def test_conv_gpu_gather_bwd_fp32(W, cu, device):
     """Compiled CUDA's backward tile (``tl.gather`` of ``dpre``, tasks overlapping by ``W - 1`` rows)
-    in float32 against the reference: several tiles per sequence, two channel blocks, empty and
-    one-token sequences, states and residual, SiLU and none."""
+    in float32 against the reference: 12 tiles per sequence at W = 4 (20 at W = 16), four channel
+    blocks of the backward's BD = 64, empty and one-token sequences, states and residual, SiLU and
+    none."""
     from fla_ascend.ops.causal_conv1d import conv
 
     if not conv._bwd_shift_gather():

@@ -51,8 +51,9 @@ from fla_ascend.tiling.sizes import cdiv, next_pow2
 
 ACTIVATIONS = (None, "silu", "swish")
 MAX_W = 16
-"""Largest kernel width accepted: taps are unrolled (``W`` loads forward, ``W * W`` in the backward
-with an activation); widths 2 to 4 are the fast case (Qwen3-Next uses 4)."""
+"""Largest kernel width accepted: taps are unrolled (``W`` loads forward; in the backward with an
+activation ``W * W`` on the NPU and under the interpreter, ``2 W`` with compiled CUDA's gather
+tile); widths 2 to 4 are the fast case (Qwen3-Next uses 4)."""
 
 
 CUDA_TILES = {"fwd": (32, 128, 4), "bwd": (32, 64, 2)}
@@ -62,7 +63,8 @@ cases.md, causal_conv1d): forward at B1 T32768 D8192 0.638 ms with ``[64, 128]``
 with ``[32, 128]`` (per-tap backward, sixth session); the ``tl.gather`` backward (compiled CUDA) at
 fwd+bwd B4 T4096 / B1 T32768 0.654 / 2.347 ms with ``[32, 64]`` 2 warps, against 0.816 / 3.087 for
 ``[64, 64]`` 8 warps and 0.891 / 3.325 for ``[32, 64]`` 4 warps (ninth session). ``BT`` of the
-backward must exceed ``MAX_W - 1``: its gather tile advances by ``BT - (W - 1)`` rows."""
+backward must exceed ``MAX_W - 1``: its gather tile advances by ``BT - (W - 1)`` rows, so it computes
+``W - 1`` rows twice (3 of 32 at W = 4, 15 of 32 at W = 16; the sweep ran at W = 4 only)."""
 
 
 def _tiles(D: int, stage: str) -> tuple[int, int, int]:
@@ -299,8 +301,10 @@ def _conv_bwd_tile_gather(
 ):
     """The backward with ``dpre`` computed once per row (CUDA): the tile's ``BT`` rows give ``dpre``,
     ``dx`` of its first ``BT - (W - 1)`` rows (tiles advance by that) reads ``dpre[t + k]`` from the
-    same registers through ``tl.gather`` instead of loading ``dy`` and recomputing the pre-activation
-    for every tap (``W`` loads of ``dy`` and ``W * W`` of ``x`` per tile before, 1 and ``W`` now)."""
+    tile itself through ``tl.gather`` (which Triton stages through shared memory) instead of loading
+    ``dy`` and recomputing the pre-activation for every tap: per tile, 1 load of ``dy`` and ``2 W`` of
+    ``x`` with the activation (``W`` for the pre-activation, ``W`` for ``dweight``), against ``W`` and
+    ``W * W + W`` in :func:`_conv_bwd_tile_taps`."""
     BO: tl.constexpr = BT - (W - 1)
     t0 = i_t * BO
     lo = (-t0).to(tl.int32)
@@ -577,10 +581,11 @@ def causal_conv1d_states_fwd(x, W, h0t, cu_seqlens, BD, dtype):
 
 
 def _bwd_shift_gather() -> bool:
-    """Whether the backward reads the shifted ``dpre`` rows through ``tl.gather`` (compiled CUDA)
-    instead of recomputing them per tap (the NPU, whose UB holds one tap's loads at a time, and the
-    interpreter). Timed on the H200 in cases.md."""
-    return backend.is_cuda_compiled()
+    """Whether the backward reads the shifted ``dpre`` rows through ``tl.gather`` (compiled CUDA
+    with a Triton that has it: 3.3 and later) instead of recomputing them per tap (the NPU, whose UB
+    holds one tap's loads at a time, the interpreter, and older Triton). Timed on the H200 in
+    cases.md."""
+    return backend.is_cuda_compiled() and hasattr(tl, "gather")
 
 
 def _bwd_step(BT: int, W: int, gather: bool) -> int:
@@ -595,16 +600,20 @@ def _bwd_step(BT: int, W: int, gather: bool) -> int:
     return BT - (W - 1) if gather else BT
 
 
-def causal_conv1d_bwd(x, wt, bias, h0t, dy, dht, activation, cu_seqlens, chunk_indices, BT, BD, num_warps,
-                      gather=False):
+def causal_conv1d_bwd(x, wt, bias, h0t, dy, dht, activation, cu_seqlens, chunk_indices, chunk_size, BT, BD,
+                      num_warps, gather=False):
     """Launch the backward (``h0t``: the initial state as ``[N, W, D]`` or ``None``; ``dht``: the
-    final-state gradient ``[N, D, W]`` or ``None``; ``gather``: the ``tl.gather`` tile, whose varlen
-    ``chunk_indices`` are for chunks of ``_bwd_step(BT, W, True)`` tokens). Returns ``(dx [B, T, D] in
+    final-state gradient ``[N, D, W]`` or ``None``; ``chunk_indices``: the varlen chunk list for
+    chunks of ``chunk_size`` tokens (the forward's), rebuilt here when the tile's step
+    (:func:`_bwd_step`) differs; ``gather``: the ``tl.gather`` tile). Returns ``(dx [B, T, D] in
     x.dtype, dwt [W, D] float32, db [D] float32 or None, dh0 [N, D, W] in the initial state's dtype
     or None)``."""
     B, T, D = x.shape
     W = wt.shape[0]
-    NT, NC = _n_chunks(B, T, _bwd_step(BT, W, gather), chunk_indices)
+    step = _bwd_step(BT, W, gather)
+    if cu_seqlens is not None and step != chunk_size:
+        chunk_indices = prepare_chunk_indices(cu_seqlens, step)
+    NT, NC = _n_chunks(B, T, step, chunk_indices)
     ND = cdiv(D, BD)
     if dy.stride(-1) != 1:
         dy = dy.contiguous()
@@ -661,12 +670,8 @@ class CausalConv1dFunction(torch.autograd.Function):
         x, wt, bias, h0t, cu_seqlens, chunk_indices = ctx.saved_tensors
         activation, w_dtype, has_residual, fwd_BT = ctx.meta
         BT, BD, num_warps = _tiles(wt.shape[1], "bwd")
-        gather = _bwd_shift_gather()
-        step = _bwd_step(BT, wt.shape[0], gather)
-        if cu_seqlens is not None and step != fwd_BT:  # the forward's chunk list is for its own BT
-            chunk_indices = prepare_chunk_indices(cu_seqlens, step)
-        dx, dwt, db, dh0 = causal_conv1d_bwd(x, wt, bias, h0t, dy, dht, activation, cu_seqlens,
-                                             chunk_indices, BT, BD, num_warps, gather)
+        dx, dwt, db, dh0 = causal_conv1d_bwd(x, wt, bias, h0t, dy, dht, activation, cu_seqlens, chunk_indices,
+                                             fwd_BT, BT, BD, num_warps, _bwd_shift_gather())
         dw = dwt.t().to(w_dtype)
         db = db.to(bias.dtype) if db is not None else None
         dres = dy if has_residual else None
