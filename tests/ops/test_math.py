@@ -37,3 +37,13 @@ def test_sigmoid_silu_match_torch(device):
 @pytest.mark.gpu
 def test_sigmoid_silu_match_torch_gpu(device):
     _check_sigmoid_silu(device)
+
+
+def test_sigmoid_silu_16bit_input_computed_in_float32(device):
+    """A float16 input is computed in float32: sigmoid(-12) = 6.1e-6 and silu(-12) = -7.4e-5 (in
+    float16 exp2 would overflow below about -11.1 and give 0)."""
+    x = torch.tensor([-12.0, -20.0, 0.5, 12.0] * 4, device=device, dtype=torch.float16)
+    s, y = torch.empty(16, device=device), torch.empty(16, device=device)
+    _apply_kernel[(1,)](x, s, y, N=16)
+    torch.testing.assert_close(s, torch.sigmoid(x.float()), rtol=1e-5, atol=0)
+    torch.testing.assert_close(y, torch.nn.functional.silu(x.float()), rtol=1e-5, atol=0)

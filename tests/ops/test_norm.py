@@ -140,8 +140,22 @@ def test_rms_norm_gated_bad_input(device):
         rms_norm_gated(x, x, None, eps="1e-5")
     with pytest.raises(ValueError, match="^rms_norm_gated: eps must be >= 0, got -1.0"):
         rms_norm_gated(x, x, None, eps=-1.0)
-    with pytest.raises(ValueError, match="activation must be one of"):
+    with pytest.raises(ValueError, match="^FusedRMSNormGated: activation must be one of"):
         FusedRMSNormGated(16, activation="gelu")
+    with pytest.raises(ValueError, match=r"^FusedRMSNormGated: hidden_size must be in \[1, 8192\], got 0"):
+        FusedRMSNormGated(0)
+
+
+def test_rms_norm_gated_no_rows_keeps_every_input_in_the_graph(device):
+    """Zero rows: an empty output whose gradient reaches x, g, weight and bias (as zeros)."""
+    x = torch.randn(0, 8, device=device, requires_grad=True)
+    g = torch.randn(0, 8, device=device, requires_grad=True)
+    w = torch.ones(8, device=device, requires_grad=True)
+    b = torch.zeros(8, device=device, requires_grad=True)
+    y = rms_norm_gated(x, g, w, b)
+    assert y.shape == (0, 8) and y.dtype == x.dtype
+    grads = torch.autograd.grad(y.sum(), (x, g, w, b))
+    assert all(gr.shape == t.shape and not gr.any() for gr, t in zip(grads, (x, g, w, b)))
 
 
 def test_numpy_eps_accepted(device):

@@ -257,8 +257,12 @@ def rms_norm_gated(
         eps = check_eps(eps)
         check_same_device(x=x, g=g, weight=weight, bias=bias)
         check_int32_offsets("x", x.numel())
-    if x.numel() == 0:
-        return x.clone()
+    if x.numel() == 0:  # no rows: an empty y that is still in the graph of every input (zero gradients)
+        y = x.clone()
+        for t in (g, weight, bias):
+            if t is not None:
+                y = y + (t.sum() * 0).to(y.dtype)
+        return y
     return RMSNormGatedFunction.apply(x, g, weight, bias, eps, activation != "sigmoid")
 
 
@@ -280,9 +284,9 @@ class FusedRMSNormGated(nn.Module):
                  activation: str = "swish", device=None, dtype=None) -> None:
         super().__init__()
         if activation not in GATE_ACTIVATIONS:
-            raise ValueError(f"activation must be one of {GATE_ACTIVATIONS}, got {activation!r}")
+            raise ValueError(f"FusedRMSNormGated: activation must be one of {GATE_ACTIVATIONS}, got {activation!r}")
         if not 1 <= hidden_size <= MAX_D:
-            raise ValueError(f"hidden_size must be in [1, {MAX_D}], got {hidden_size}")
+            raise ValueError(f"FusedRMSNormGated: hidden_size must be in [1, {MAX_D}], got {hidden_size}")
         self.hidden_size = hidden_size
         self.elementwise_affine = elementwise_affine
         self.eps = eps

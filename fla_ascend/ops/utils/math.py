@@ -1,4 +1,5 @@
-"""Elementwise math shared by the kernels (``@triton.jit`` helpers, float32 in and out)."""
+"""Elementwise math shared by the kernels (``@triton.jit`` helpers: any float in, computed and
+returned in float32, so a 16-bit input cannot overflow ``exp2``)."""
 import triton
 import triton.language as tl
 
@@ -9,10 +10,12 @@ def sigmoid(x):
     ``tl.sigmoid``'s ``exp`` adds a range check and two scalings around the same instruction,
     cases.md, causal_conv1d). Saturates like ``tl.sigmoid``: 0 for large negative ``x``, 1 for
     large positive."""
+    x = x.to(tl.float32)
     return 1.0 / (1.0 + tl.exp2(-1.4426950408889634 * x))
 
 
 @triton.jit
 def silu(x):
     """``x * sigmoid(x)``, written as one division (``x / (1 + exp(-x))``)."""
+    x = x.to(tl.float32)
     return x / (1.0 + tl.exp2(-1.4426950408889634 * x))
