@@ -275,21 +275,10 @@ def _conv_bwd_tile_taps(
         b_w = tl.load(wt + j * D + o_d, mask=m_d, other=0.0).to(tl.float32)  # [BD]
         b_dx += b_dp * b_w[None, :]
         b_dp0 = b_dp
-    # partial dweight[w] = sum_t dpre[t] * x[t - (W - 1) + w] and dbias = sum_t dpre[t]
-    p_part = i_c * W * D + o_d
-    for w in tl.range(0, W):
-        b_x = _load_window(x, h0t, p_x0, s_xt, p_h0, o_t + (w - (W - 1)), lo, hi, m_t, o_d, m_d, D,
-                           W, USE_H0)  # [BT, BD]
-        tl.store(dw_part + p_part + w * D, tl.sum(b_dp0 * b_x, axis=0), mask=m_d)
-    if HAS_BIAS:
-        tl.store(db_part + i_c * D + o_d, tl.sum(b_dp0, axis=0), mask=m_d)
-    if HAS_DHT:
-        # the final state holds x[L - W + j] in its row j (dhtt: [N, W, D]); tile row t is j = t - hi + W
-        m_j = (hi - W <= o_t) & m_t
-        b_dx += tl.load(dhtt + p_h0 + (o_t - hi + W)[:, None] * D + o_d[None, :], mask=m_j[:, None] & m_d[None, :],
-                        other=0.0).to(tl.float32)  # [BT, BD]
-    p_dx = (i_b * T + bos + t0) * D + o_t[:, None] * D + o_d[None, :]
-    tl.store(dx + p_dx, b_dx.to(dx.dtype.element_ty), mask=m_t[:, None] & m_d[None, :])
+    # b_dp0 is zero past the sequence end (its dy load was masked by m_t); the weight loop stays a
+    # runtime loop on the NPU (one window load live at a time)
+    _conv_bwd_tile_finish(b_dx, b_dp0, x, h0t, dhtt, dx, dw_part, db_part, i_b, i_c, bos, t0, lo, hi, o_t, m_t,
+                          o_d, m_d, p_x0, s_xt, p_h0, T, D, W, HAS_BIAS, USE_H0, HAS_DHT, False)
 
 
 @triton.jit
@@ -332,21 +321,50 @@ def _conv_bwd_tile_gather(
         else:
             i_q = tl.broadcast_to(tl.minimum(o_r + k, BT - 1)[:, None], [BT, BD])
             b_dx += tl.gather(b_dp, i_q, axis=0) * b_w[None, :]
-    # partial dweight[w] = sum_t dpre[t] * x[t - (W - 1) + w] and dbias = sum_t dpre[t] over the written rows
+    # dweight and dbias sum over the written rows only
     b_dp = tl.where(m_o[:, None], b_dp, 0.0)
+    _conv_bwd_tile_finish(b_dx, b_dp, x, h0t, dhtt, dx, dw_part, db_part, i_b, i_c, bos, t0, lo, hi, o_r, m_o,
+                          o_d, m_d, p_x0, s_xt, p_h0, T, D, W, HAS_BIAS, USE_H0, HAS_DHT, True)
+
+
+@triton.jit
+def _conv_bwd_tile_finish(
+    b_dx, b_dp, x, h0t, dhtt, dx, dw_part, db_part, i_b, i_c, bos, t0, lo, hi, o_t, m_t, o_d, m_d, p_x0, s_xt,
+    p_h0, T, D, W: tl.constexpr, HAS_BIAS: tl.constexpr, USE_H0: tl.constexpr, HAS_DHT: tl.constexpr,
+    UNROLL: tl.constexpr,
+):
+    """The stores both backward tiles end with, for the rows ``m_t`` the tile writes (``b_dp``: their
+    ``dpre``, zero in every other row): the task's partial ``dweight`` and ``dbias``, and ``dx``
+    (``b_dx``) with the final-state gradient added. ``UNROLL``: the weight loop unrolled (CUDA's
+    gather tile) or a runtime loop (the per-tap tile: one window load live at a time in the UB)."""
+    # partial dweight[w] = sum_t dpre[t] * x[t - (W - 1) + w] and dbias = sum_t dpre[t]
     p_part = i_c * W * D + o_d
-    for w in tl.static_range(W):
-        b_x = _load_window(x, h0t, p_x0, s_xt, p_h0, o_r + (w - (W - 1)), lo, hi, m_o, o_d, m_d, D,
-                           W, USE_H0)  # [BT, BD]
-        tl.store(dw_part + p_part + w * D, tl.sum(b_dp * b_x, axis=0), mask=m_d)
+    if UNROLL:
+        for w in tl.static_range(W):
+            _store_dweight_part(b_dp, x, h0t, dw_part, p_part, w, p_x0, s_xt, p_h0, o_t, lo, hi, m_t, o_d, m_d, D,
+                                W, USE_H0)
+    else:
+        for w in tl.range(0, W):
+            _store_dweight_part(b_dp, x, h0t, dw_part, p_part, w, p_x0, s_xt, p_h0, o_t, lo, hi, m_t, o_d, m_d, D,
+                                W, USE_H0)
     if HAS_BIAS:
         tl.store(db_part + i_c * D + o_d, tl.sum(b_dp, axis=0), mask=m_d)
     if HAS_DHT:
-        m_j = (hi - W <= o_r) & m_o
-        b_dx += tl.load(dhtt + p_h0 + (o_r - hi + W)[:, None] * D + o_d[None, :], mask=m_j[:, None] & m_d[None, :],
+        # the final state holds x[L - W + j] in its row j (dhtt: [N, W, D]); tile row t is j = t - hi + W
+        m_j = (hi - W <= o_t) & m_t
+        b_dx += tl.load(dhtt + p_h0 + (o_t - hi + W)[:, None] * D + o_d[None, :], mask=m_j[:, None] & m_d[None, :],
                         other=0.0).to(tl.float32)  # [BT, BD]
-    p_dx = (i_b * T + bos + t0) * D + o_r[:, None] * D + o_d[None, :]
-    tl.store(dx + p_dx, b_dx.to(dx.dtype.element_ty), mask=m_o[:, None] & m_d[None, :])
+    p_dx = (i_b * T + bos + t0) * D + o_t[:, None] * D + o_d[None, :]
+    tl.store(dx + p_dx, b_dx.to(dx.dtype.element_ty), mask=m_t[:, None] & m_d[None, :])
+
+
+@triton.jit
+def _store_dweight_part(b_dp, x, h0t, dw_part, p_part, w, p_x0, s_xt, p_h0, o_t, lo, hi, m_t, o_d, m_d, D,
+                        W: tl.constexpr, USE_H0: tl.constexpr):
+    """``dw_part[w] = sum_t dpre[t] * x[t - (W - 1) + w]`` over the tile's rows ``m_t``."""
+    b_x = _load_window(x, h0t, p_x0, s_xt, p_h0, o_t + (w - (W - 1)), lo, hi, m_t, o_d, m_d, D,
+                       W, USE_H0)  # [BT, BD]
+    tl.store(dw_part + p_part + w * D, tl.sum(b_dp * b_x, axis=0), mask=m_d)
 
 
 @triton.jit(do_not_specialize=["T", "NT", "ND", "n_tasks", "n_programs"])
