@@ -52,6 +52,10 @@ class Thresholds:
     vector_total: float = 0.9
     vector_single: float = 0.7
     any_pipe: float = 0.8
+    fa_mte2: float = 0.8
+    fa_vec: float = 0.75
+    fa_fixpipe: float = 0.75
+    hbm_share: float = 0.8
     aicpu_us: float = 20.0
     freq_drop: float = 0.05
     imbalance: float = 0.10
@@ -84,6 +88,7 @@ class BoundResult:
     bound: bool
     room: float
     ratios: dict
+    rule: str = ""
 
 
 def _get(row, col):
@@ -108,52 +113,96 @@ def _pipe_ratios(row) -> dict:
     return out
 
 
-def classify_bound(row, core: str | None = None, thresholds: Thresholds = Thresholds()) -> BoundResult:
-    """Name the pipe that bounds one kernel (or one key's mean ratios).
+#: msprof-analyze's flash-attention rules (``advisor/rules/en/aicore_performance.yaml``,
+#: ``fa_operators``, msprof-analyze 26.2.0): forward ``FlashAttentionScore`` looks at aic MTE2
+#: (0.8) and aiv vec (0.75); backward ``FlashAttentionScoreGrad`` at aic MTE2 (0.8) and aic
+#: fixpipe (0.75). (The yaml labels the MTE2 threshold "mac"; we name the pipe.)
+FA_FORWARD = ("FlashAttentionScore",)
+FA_BACKWARD = ("FlashAttentionScoreGrad",)
+
+
+def _verdict(r: dict, busiest_side, bound: bool, compound: str | None, room: float, rule: str) -> BoundResult:
+    """A bound kernel is named after its busiest pipe; the advisor's compound label
+    (``mac+MTE2 bound``) stays when that pipe is one of the compound's. A kernel not bound
+    carries the room before the nearest threshold."""
+    if not bound:
+        return BoundResult("not bound", False, room, r, rule)
+    best = _busiest(r, exclude=(), vector_side=busiest_side)
+    if compound and best and any(best[0].startswith(x) for x in compound.split(" ")[0].split("+")):
+        return BoundResult(compound, True, 0.0, r, rule)
+    return BoundResult(f"{best[0]} bound" if best else (compound or "bound"), True, 0.0, r, rule)
+
+
+def classify_bound(row, core: str | None = None, thresholds: Thresholds = Thresholds(),
+                   op_type: str | None = None, chip=None) -> BoundResult:
+    """Name the pipe (or unit) that bounds one kernel (or one key's mean metrics).
 
     Args:
-        row: mapping (dict or pandas Series) with PMU ratio columns (``aic_mac_ratio``, ...,
-            or the unprefixed ``mac_ratio``, ... of non-split chips); fractions 0-1.
+        row: mapping (dict or pandas Series) with the PMU columns of one metric group:
+            PipeUtilization ratios (``aic_mac_ratio``, ..., or the unprefixed ``mac_ratio``, ...
+            of non-split chips; fractions 0-1), ArithmeticUtilization (``aic_mac_fp16_ratio``,
+            ``aiv_vec_fp32_ratio``, ...), Memory (``aic_main_mem_read_bw(GB/s)``, ...), or the
+            L0 bandwidths of the L0B_AND_WIDTH group (``aic_l0a_read_bw(GB/s)``, ...).
         core: ``Accelerator Core`` value; default ``row["core"]``.
         thresholds: rule thresholds (module docstring gives the rules and their source).
+        op_type: the kernel's op type (default ``row["type"]``): ``FlashAttentionScore`` and
+            ``FlashAttentionScoreGrad`` get msprof-analyze's flash-attention thresholds.
+        chip: a :class:`fla_ascend.tiling.chips.ChipSpec` for the Memory rule (HBM bandwidth);
+            ``None``: the main-memory bandwidth is reported without a verdict.
 
     Returns:
-        :class:`BoundResult`. Rows without any ratio give ``"no PMU data"``.
+        :class:`BoundResult`. A bound kernel is named after its busiest pipe; ``rule`` says
+        which threshold made it bound. Rows without any metric give ``"no PMU data"``.
 
     Raises:
         TypeError: ``thresholds`` is not a :class:`Thresholds`.
     """
     if not isinstance(thresholds, Thresholds):
         raise TypeError(f"thresholds: expected Thresholds, got {type(thresholds).__name__}")
-    core = str(core if core is not None else (row.get("core") if hasattr(row, "get") else "") or "")
+    get = row.get if hasattr(row, "get") else (lambda k, d=None: d)
+    core = str(core if core is not None else (get("core") or ""))
+    op_type = str(op_type if op_type is not None else (get("type") or ""))
     r = _pipe_ratios(row)
-    if not r or all(v == 0 for v in r.values()) and core not in CUBE_CORES + VECTOR_CORES:
-        return BoundResult("no PMU data", False, math.nan, r)
     t = thresholds
+    if not r or all(v == 0 for v in r.values()) and core not in CUBE_CORES + VECTOR_CORES + MIX_CORES:
+        other = _other_group(row, core, t, chip)
+        return other if other is not None else BoundResult("no PMU data", False, math.nan, r, "")
     split = any(k in r for k in ("MTE2(cube)", "MTE2(vector)", "scalar(cube)", "scalar(vector)", "fixpipe"))
+    if split and op_type in FA_FORWARD + FA_BACKWARD and "MTE2(cube)" in r:
+        mte2 = r["MTE2(cube)"]
+        second, thr2 = ("fixpipe", t.fa_fixpipe) if op_type in FA_BACKWARD else ("vec", t.fa_vec)
+        v2 = r.get(second, 0.0)
+        hits = [f"MTE2(cube) {mte2:.3g} >= {t.fa_mte2:g}"] if mte2 >= t.fa_mte2 else []
+        hits += [f"{second} {v2:.3g} >= {thr2:g}"] if v2 >= thr2 else []
+        other = _busiest(r, exclude=(), vector_side=None)
+        if not hits and other and other[1] > t.any_pipe:
+            hits = [f"{other[0]} {other[1]:.3g} > {t.any_pipe:g}"]
+        compound = f"MTE2+{second} bound" if len(hits) == 2 else None
+        return _verdict(r, None, bool(hits), compound, max(t.fa_mte2 - mte2, thr2 - v2),
+                        "msprof-analyze FA rule: " + ("; ".join(hits) or "no threshold reached"))
     if split and core in CUBE_CORES and "mac" in r and "MTE2(cube)" in r:
         mac, mte2 = r["mac"], r["MTE2(cube)"]
-        if mac >= t.cube_mac and mte2 >= t.cube_mte2:
-            return BoundResult("mac+MTE2 bound", True, 0.0, r)
-        if mac >= t.cube_mac:
-            return BoundResult("mac bound", True, 0.0, r)
-        if mte2 >= t.cube_mte2:
-            return BoundResult("MTE2 bound", True, 0.0, r)
+        hits = [f"mac {mac:.3g} >= {t.cube_mac:g}"] if mac >= t.cube_mac else []
+        hits += [f"MTE2 {mte2:.3g} >= {t.cube_mte2:g}"] if mte2 >= t.cube_mte2 else []
         other = _busiest(r, exclude=("mac", "MTE2(cube)"), vector_side=False)
         if other and other[1] > t.any_pipe:
-            return BoundResult(f"{other[0]} bound", True, 0.0, r)
-        return BoundResult("not bound", False, max(t.cube_mac - mac, t.cube_mte2 - mte2), r)
+            hits.append(f"{other[0]} {other[1]:.3g} > {t.any_pipe:g}")
+        compound = "mac+MTE2 bound" if mac >= t.cube_mac and mte2 >= t.cube_mte2 else None
+        return _verdict(r, False, bool(hits), compound, max(t.cube_mac - mac, t.cube_mte2 - mte2),
+                        "cube rule: " + ("; ".join(hits) or "no threshold reached"))
     if split and core in VECTOR_CORES and all(k in r for k in ("vec", "MTE2(vector)", "MTE3")):
         vec, mte2, mte3 = r["vec"], r["MTE2(vector)"], r["MTE3"]
-        if vec + mte2 + mte3 >= t.vector_total:
-            return BoundResult("vec+MTE2+MTE3 bound", True, 0.0, r)
-        for name, v in (("MTE2", mte2), ("MTE3", mte3), ("vec", vec)):
-            if v >= t.vector_single:
-                return BoundResult(f"{name} bound", True, 0.0, r)
+        hits = [f"vec+MTE2+MTE3 {vec + mte2 + mte3:.3g} >= {t.vector_total:g}"] if vec + mte2 + mte3 >= t.vector_total else []
+        hits += [f"{n} {v:.3g} >= {t.vector_single:g}" for n, v in (("MTE2", mte2), ("MTE3", mte3), ("vec", vec))
+                 if v >= t.vector_single]
         other = _busiest(r, exclude=("vec", "MTE2(vector)", "MTE3"), vector_side=True)
         if other and other[1] > t.any_pipe:
-            return BoundResult(f"{other[0]} bound", True, 0.0, r)
-        return BoundResult("not bound", False, max(t.vector_single - v for v in (vec, mte2, mte3)), r)
+            hits.append(f"{other[0]} {other[1]:.3g} > {t.any_pipe:g}")
+        compound = "vec+MTE2+MTE3 bound" if vec + mte2 + mte3 >= t.vector_total else None
+        if compound:
+            return BoundResult(compound, True, 0.0, r, "vector rule: " + "; ".join(hits))
+        return _verdict(r, True, bool(hits), None, max(t.vector_single - v for v in (vec, mte2, mte3)),
+                        "vector rule: " + ("; ".join(hits) or "no threshold reached"))
     side = None
     if split and core in CUBE_CORES:
         side = False
@@ -161,10 +210,98 @@ def classify_bound(row, core: str | None = None, thresholds: Thresholds = Thresh
         side = True
     best = _busiest(r, exclude=(), vector_side=side)
     if best is None:
-        return BoundResult("no PMU data", False, math.nan, r)
+        return BoundResult("no PMU data", False, math.nan, r, "")
     if best[1] > t.any_pipe:
-        return BoundResult(f"{best[0]} bound", True, 0.0, r)
-    return BoundResult("not bound", False, t.any_pipe - best[1], r)
+        return BoundResult(f"{best[0]} bound", True, 0.0, r, f"busiest pipe {best[0]} {best[1]:.3g} > {t.any_pipe:g}")
+    return BoundResult("not bound", False, t.any_pipe - best[1], r, f"busiest pipe {best[0]} {best[1]:.3g}")
+
+
+# ArithmeticUtilization: per-precision busy fractions of the cube (mac) and vector units
+_ARITH = {"cube": ("aic_mac_fp16_ratio", "aic_mac_int8_ratio"),
+          "vector": ("aiv_vec_fp32_ratio", "aiv_vec_fp16_ratio", "aiv_vec_int32_ratio", "aiv_vec_misc_ratio")}
+# Memory group: (label, read column, write column) of main memory (HBM) traffic
+_MAIN_MEM = (("aic_main_mem_read_bw(GB/s)", "aic_main_mem_write_bw(GB/s)"),
+             ("aiv_main_mem_read_bw(GB/s)", "aiv_main_mem_write_bw(GB/s)"))
+
+
+def _num(row, col) -> float:
+    return _get(row, col)
+
+
+def metric_group(columns) -> str | None:
+    """The PMU metric group a kernel table holds, from its column names: ``PipeUtilization``,
+    ``ArithmeticUtilization``, ``Memory``, ``MemoryUB``, ``L0B_AND_WIDTH`` (the L0A/L0B/L0C
+    bandwidths of older CANN), ``MemoryL0``, ``ResourceConflictRatio``, ``L2Cache``, or ``None``."""
+    c = set(columns)
+    if "aic_mac_ratio" in c or "aiv_vec_ratio" in c or "mac_ratio" in c or "vec_ratio" in c:
+        return "PipeUtilization"
+    if "aic_mac_fp16_ratio" in c or "aiv_vec_fp32_ratio" in c:
+        return "ArithmeticUtilization"
+    if "aic_main_mem_read_bw(GB/s)" in c or "aiv_main_mem_read_bw(GB/s)" in c:
+        return "Memory"
+    if "aiv_ub_read_bw_vector(GB/s)" in c:
+        return "MemoryUB"
+    if "aic_l0a_read_bw(GB/s)" in c:
+        return "L0B_AND_WIDTH"
+    if any("bankgroup" in x or "bank_conflict" in x for x in c):
+        return "ResourceConflictRatio"
+    if any(x.startswith(("aic_l0", "aiv_l0")) for x in c):
+        return "MemoryL0"
+    if any("l2_cache" in x or "hit_rate" in x for x in c):
+        return "L2Cache"
+    return None
+
+
+def _other_group(row, core, t: Thresholds, chip) -> BoundResult | None:
+    """Rules for the metric groups other than PipeUtilization (ours: msprof-analyze has none)."""
+    keys = list(row.keys()) if hasattr(row, "keys") else []
+    group = metric_group(keys)
+    if group == "ArithmeticUtilization":
+        units = {}
+        for unit, cols in _ARITH.items():
+            vals = {c: _num(row, c) for c in cols if not math.isnan(_num(row, c))}
+            if vals:
+                units[unit] = (sum(vals.values()), max(vals, key=vals.get))
+        if not units or all(v[0] == 0 for v in units.values()):
+            return BoundResult("no PMU data", False, math.nan, {}, "ArithmeticUtilization: all ratios 0")
+        unit = max(units, key=lambda u: units[u][0])
+        total, top = units[unit]
+        thr = t.cube_mac if unit == "cube" else t.vector_single
+        prec = top.split("_")[2]
+        ratios = {f"{u} ({units[u][1].split('_')[2]})": units[u][0] for u in units}
+        rule = f"ArithmeticUtilization: {unit} busy {total:.3g} (mostly {prec}), threshold {thr:g}"
+        if total >= thr:
+            return BoundResult(f"{unit} {prec} bound", True, 0.0, ratios, rule)
+        return BoundResult("not bound", False, thr - total, ratios, rule)
+    if group == "Memory":
+        bw = {}
+        for side, (rd, wr) in zip(("aic", "aiv"), _MAIN_MEM):
+            v = _num(row, rd), _num(row, wr)
+            if not all(math.isnan(x) for x in v):
+                bw[side] = sum(x for x in v if not math.isnan(x))
+        if not bw:
+            return None
+        tot = sum(bw.values())
+        peak = getattr(chip, "hbm_bw", None)
+        ratios = {f"main memory ({k}) GB/s": v for k, v in bw.items()}
+        if not peak:
+            return BoundResult("main memory bandwidth only", False, math.nan, ratios,
+                               f"Memory: {tot:.4g} GB/s to main memory; no chip HBM bandwidth to compare with")
+        frac = tot * 1e9 / peak
+        ratios["HBM share"] = frac
+        rule = f"Memory: {tot:.4g} GB/s = {frac:.1%} of {getattr(chip, 'name', '')} HBM {peak / 1e9:.0f} GB/s"
+        if frac >= t.hbm_share:
+            return BoundResult("HBM bound", True, 0.0, ratios, rule)
+        return BoundResult("not bound", False, t.hbm_share - frac, ratios, rule)
+    if group in ("L0B_AND_WIDTH", "MemoryL0", "MemoryUB"):
+        vals = {k: _num(row, k) for k in keys if isinstance(k, str) and k.endswith("(GB/s)")
+                and not math.isnan(_num(row, k))}
+        if not vals or all(v == 0 for v in vals.values()):
+            return BoundResult("no PMU data", False, math.nan, {}, f"{group}: all bandwidths 0")
+        top = max(vals, key=vals.get)
+        return BoundResult(f"{group}: busiest {top.replace('(GB/s)', '')}", False, math.nan, {top: vals[top]},
+                           f"{group}: {top} {vals[top]:.4g} GB/s; no public peak for these buffers, so no verdict")
+    return None
 
 
 _VECTOR_PIPES = {"vec", "scalar(vector)", "MTE2(vector)", "MTE3"}
