@@ -29,11 +29,14 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .readers import DeviceInfo, MsprofOpRun, Run, load_run, op_statistic_from_kernels
+from .readers import KERNEL_COLUMNS, DeviceInfo, MsprofOpRun, Run, load_run, load_runs, op_statistic_from_kernels
+from .roofline import roofline_table
+from .step import communication_mask, communication_summary, cross_rank, single_step_note, step_split
 
 __all__ = [
     "Thresholds", "BoundResult", "Report", "classify_bound", "kernel_summary", "bound_table",
     "block_dim_table", "aicpu_table", "block_imbalance", "analyze", "CUBE_CORES", "VECTOR_CORES",
+    "ClusterReport", "analyze_ranks", "metric_group", "FA_FORWARD", "FA_BACKWARD",
 ]
 
 CUBE_CORES = ("AI_CORE",)
@@ -130,6 +133,8 @@ def _verdict(r: dict, busiest_side, bound: bool, compound: str | None, room: flo
     best = _busiest(r, exclude=(), vector_side=busiest_side)
     if compound and best and any(best[0].startswith(x) for x in compound.split(" ")[0].split("+")):
         return BoundResult(compound, True, 0.0, r, rule)
+    if best and f"{best[0]} " not in rule:
+        rule += f"; busiest pipe {best[0]} {best[1]:.3g}"
     return BoundResult(f"{best[0]} bound" if best else (compound or "bound"), True, 0.0, r, rule)
 
 
@@ -374,7 +379,7 @@ def kernel_summary(kernels: pd.DataFrame, by="type") -> pd.DataFrame:
     return df.sort_values("total_us", ascending=False, kind="stable").reset_index(drop=True)
 
 
-def bound_table(kernels: pd.DataFrame, by="type", thresholds: Thresholds = Thresholds()) -> pd.DataFrame:
+def bound_table(kernels: pd.DataFrame, by="type", thresholds: Thresholds = Thresholds(), chip=None) -> pd.DataFrame:
     """Bound pipe per kernel key, from the key's mean PMU ratios (as msprof-analyze averages
     rows of one shape).
 
@@ -386,17 +391,25 @@ def bound_table(kernels: pd.DataFrame, by="type", thresholds: Thresholds = Thres
     cols = _key_cols(by)
     summ = kernel_summary(kernels, by)
     k = _prep(kernels, cols)
-    ratio_cols = [c for c in k.columns if c.endswith("_ratio") and c != "aic_icache_miss_rate"]
+    ratio_cols = [c for c in k.columns if c not in KERNEL_COLUMNS and c not in cols and c != "aic_icache_miss_rate"
+                  and (c.endswith("_ratio") or c.endswith("(GB/s)")) and pd.api.types.is_numeric_dtype(k[c])]
     means = k.groupby(cols, sort=False, dropna=False)[ratio_cols].mean(numeric_only=True).reset_index() \
         if ratio_cols and not k.empty else k[cols].drop_duplicates()
+    types = k.groupby(cols, sort=False, dropna=False)["type"].first().astype("string") if "type" not in cols \
+        and "type" in k else None
     rows = []
     for _, m in means.iterrows():
-        res = classify_bound(m, core=m["core"] if "core" in m else None, thresholds=thresholds)
+        try:
+            op_type = m["type"] if "type" in m else (types.loc[tuple(m[c] for c in cols)] if types is not None else "")
+        except KeyError:
+            op_type = ""
+        res = classify_bound(m, core=m["core"] if "core" in m else None, thresholds=thresholds,
+                             op_type=str(op_type), chip=chip)
         d = {c: m[c] for c in cols}
-        d.update({"bound": res.label, "is_bound": res.bound, "room": res.room})
+        d.update({"bound": res.label, "is_bound": res.bound, "room": res.room, "rule": res.rule})
         d.update(res.ratios)
         rows.append(d)
-    b = pd.DataFrame(rows) if rows else pd.DataFrame(columns=cols + ["bound", "is_bound", "room"])
+    b = pd.DataFrame(rows) if rows else pd.DataFrame(columns=cols + ["bound", "is_bound", "room", "rule"])
     out = summ[cols + ["count", "total_us", "share"]].merge(b, on=cols, how="left")
     return out
 
@@ -492,10 +505,13 @@ def block_imbalance(op: MsprofOpRun, thresholds: Thresholds = Thresholds()) -> p
 
 @dataclasses.dataclass
 class Report:
-    """Result of :func:`analyze`. Tables are pandas DataFrames (see the functions that build
-    them); ``findings`` are one-line human-readable issues; ``totals`` holds ``device_us`` (sum
-    of kernel durations), ``wait_us`` (sum of waits), ``kernels`` (rows), ``steps`` (distinct
-    steps, or 1)."""
+    """Result of :func:`analyze` for one run (one rank). Tables are pandas DataFrames (see the
+    functions that build them); ``findings`` are one-line human-readable issues, ``warnings``
+    what limits the data (one step profiled, rows skipped, chip assumed); ``issues`` the
+    malformed rows skipped (:class:`readers.RowIssue`). ``totals``: ``kernels`` (rows),
+    ``compute_kernels``, ``steps`` (distinct steps, or 1), ``compute_us`` (summed durations of
+    compute kernels), ``communication_us`` (of communication tasks), ``wait_us``,
+    ``skipped_rows``. ``summary`` / ``bounds`` shares are shares of compute time."""
 
     source: str
     totals: dict
@@ -511,6 +527,15 @@ class Report:
     msprof_op: MsprofOpRun | None = dataclasses.field(repr=False, default=None)
     top: int = 10
     key: tuple = KEY_TYPE
+    step: pd.DataFrame = dataclasses.field(default_factory=pd.DataFrame)
+    communication: pd.DataFrame = dataclasses.field(default_factory=pd.DataFrame)
+    roofline: pd.DataFrame = dataclasses.field(default_factory=pd.DataFrame)
+    warnings: list = dataclasses.field(default_factory=list)
+    issues: list = dataclasses.field(default_factory=list)
+    metric_group: str | None = None
+    chip: str | None = None
+    rank: int | None = None
+    layout: str = "framework"
 
     def top_kernels(self) -> tuple[pd.DataFrame, list[str]]:
         """The top-N rows of :attr:`bounds` with their mean time, and the columns to show."""
@@ -518,41 +543,75 @@ class Report:
         b = self.bounds.head(self.top).merge(self.summary[key + ["mean_us"]], on=key, how="left")
         return b, key + ["count", "total_us", "mean_us", "share", "bound", "room"]
 
-    def to_markdown(self) -> str:
-        """The report as Markdown (top-N tables and findings)."""
-        lines = [f"# Profile report: `{self.source}`", ""]
+    def headline(self) -> str:
+        """One line: kernels, steps, compute and communication time."""
         t = self.totals
-        lines.append(f"- kernels: {t['kernels']} launches over {t['steps']} step(s); device time "
-                     f"{t['device_us']:.3f} us; wait {t['wait_us']:.3f} us")
+        return (f"{t['kernels']} device tasks over {t['steps']} step(s): compute kernels {t['compute_us']:.1f} us, "
+                f"communication tasks {t['communication_us']:.1f} us"
+                + (f", {t['skipped_rows']} malformed row(s) skipped" if t["skipped_rows"] else ""))
+
+    def step_markdown(self) -> list[str]:
+        """The step split as Markdown lines (empty without a step trace or trace view)."""
+        if self.step is None or self.step.empty:
+            return []
+        cols = [c for c in ("type", "index", "step") if c in self.step] + [
+            "computing", "communication_not_overlapped", "overlapped", "free", "stage",
+            "computing_share", "communication_not_overlapped_share", "free_share"]
+        return ["## Step split (us; shares of the step's wall time)", "",
+                f"Source: {self.step['source'].iloc[0]}. computing + communication not overlapped + free = stage.",
+                "", _md_table(self.step, cols), ""]
+
+    def to_markdown(self, level: int = 1) -> str:
+        """The report as Markdown (``level``: heading level of its title)."""
+        h = "#" * level
+        title = f"{h} Profile report: `{self.source}`" + (f" (rank {self.rank})" if self.rank is not None else "")
+        lines = [title, "", f"- {self.headline()}"]
+        if self.metric_group:
+            lines.append(f"- PMU metric group: {self.metric_group}")
         if self.device is not None:
             d = self.device
             lines.append(f"- device: {d.ai_core_num} AI cores, {d.aiv_num} vector cores, {d.aic_frequency_mhz} MHz")
         lines.append("")
-        lines.append("## Findings")
-        lines.append("")
-        lines += [f"- {f}" for f in self.findings] or ["- none"]
-        lines.append("")
-        lines.append(f"## Top {self.top} kernels by device time")
-        lines.append("")
-        b, cols = self.top_kernels()
-        lines.append(_md_table(b, cols))
+        sub = "#" * (level + 1)
+        if self.warnings:
+            lines += [f"{sub} Warnings", ""] + [f"- {w}" for w in self.warnings] + [""]
+        lines += [f"{sub} Findings", ""] + ([f"- {f}" for f in self.findings] or ["- none"]) + [""]
+        lines += [x.replace("## ", sub + " ", 1) if x.startswith("## ") else x for x in self.step_markdown()]
+        if self.communication is not None and not self.communication.empty:
+            lines += [f"{sub} Communication (per collective)", "", _md_table(self.communication, list(
+                self.communication.columns)), ""]
+        if not self.bounds.empty:
+            lines += [f"{sub} Top {self.top} compute kernels (share = of compute kernel time)", ""]
+            b, cols = self.top_kernels()
+            lines += [_md_table(b, cols + ["rule"]), ""]
+        if self.roofline is not None and not self.roofline.empty:
+            lines += [f"{sub} Roofline ({self.chip}; bytes = inputs + outputs once, a lower bound)", "",
+                      _md_table(self.roofline.head(self.top), ["type", "core", "input_shapes", "input_dtypes", "count",
+                                                               "mean_us", "tflops", "gbs", "peak_share", "hbm_share",
+                                                               "roof"]), ""]
         if not self.block_dim.empty:
-            lines += ["", "## Block dim vs cores", "", _md_table(self.block_dim.head(self.top),
-                      ["type", "core", "block_dim", "cores", "rounds", "core_use", "wasted"])]
+            lines += [f"{sub} Block dim vs cores", "", _md_table(self.block_dim.head(self.top),
+                      ["type", "core", "block_dim", "cores", "rounds", "core_use", "wasted"]), ""]
         if not self.aicpu.empty:
-            lines += ["", "## AI_CPU tasks", "", _md_table(self.aicpu, list(self.aicpu.columns))]
+            lines += [f"{sub} AI_CPU tasks", "", _md_table(self.aicpu, list(self.aicpu.columns)), ""]
         if not self.imbalance.empty:
-            lines += ["", "## Per-block load (msprof op)", "", _md_table(self.imbalance, list(self.imbalance.columns))]
-        return "\n".join(lines) + "\n"
+            lines += [f"{sub} Per-block load (msprof op)", "", _md_table(self.imbalance, list(self.imbalance.columns)), ""]
+        if self.issues:
+            lines += [f"{sub} Malformed rows skipped ({len(self.issues)})", ""] + [f"- {i}" for i in self.issues] + [""]
+        return "\n".join(lines).rstrip("\n") + "\n"
 
     def to_dict(self) -> dict:
-        """JSON-ready dict: totals, findings, device, and the tables as lists of records."""
+        """JSON-ready dict: totals, findings, warnings, issues, device, and the tables as lists of
+        records."""
         def rec(df):
             return json.loads(df.to_json(orient="records")) if df is not None else []
         return {
-            "source": self.source, "totals": self.totals, "findings": self.findings,
+            "source": self.source, "rank": self.rank, "layout": self.layout, "totals": self.totals,
+            "findings": self.findings, "warnings": self.warnings, "issues": [str(i) for i in self.issues],
+            "metric_group": self.metric_group, "chip": self.chip,
             "device": None if self.device is None else {k: v for k, v in dataclasses.asdict(self.device).items()
                                                         if k != "raw"},
+            "step": rec(self.step), "communication": rec(self.communication), "roofline": rec(self.roofline),
             "bounds": rec(self.bounds), "summary": rec(self.summary), "op_statistic": rec(self.op_statistic),
             "block_dim": rec(self.block_dim), "aicpu": rec(self.aicpu), "imbalance": rec(self.imbalance),
         }
@@ -563,24 +622,35 @@ class Report:
 
     def write(self, out_dir, plots: bool = True) -> dict:
         """Write ``report.md``, ``report.json`` and (``plots``) ``time_share.png``,
-        ``pipe_ratios.png``, ``block_times.png`` (msprof op data only) into ``out_dir``
-        (created). Returns name -> Path of what was written."""
+        ``pipe_ratios.png`` (a heatmap), ``step_split.png``, ``block_times.png`` (msprof op data
+        only) into ``out_dir`` (created). Returns name -> Path of what was written."""
         out = Path(out_dir)
         out.mkdir(parents=True, exist_ok=True)
         files = {"markdown": out / "report.md", "json": out / "report.json"}
         files["markdown"].write_text(self.to_markdown())
         files["json"].write_text(self.to_json())
         if plots:
-            from . import plots as _plots
-            if not self.summary.empty:
-                files["time_share"] = _plots.plot_time_share(self.summary, out / "time_share.png", top=self.top)
-                p = _plots.plot_pipe_ratios(self.bounds, out / "pipe_ratios.png", top=self.top)
-                if p is not None:
-                    files["pipe_ratios"] = p
-            if self.msprof_op is not None:
-                p = _plots.plot_block_times(self.msprof_op, out / "block_times.png")
-                if p is not None:
-                    files["block_times"] = p
+            files.update(self.plots(out))
+        return files
+
+    def plots(self, out: Path, prefix: str = "") -> dict:
+        """Draw this report's PNGs into ``out`` (file names start with ``prefix``)."""
+        from . import plots as _plots
+        files = {}
+        if not self.summary.empty:
+            files["time_share"] = _plots.plot_time_share(self.summary, out / f"{prefix}time_share.png", top=self.top)
+            p = _plots.plot_pipe_ratios(self.bounds, out / f"{prefix}pipe_ratios.png", top=self.top)
+            if p is not None:
+                files["pipe_ratios"] = p
+        if self.step is not None and not self.step.empty and "type" not in self.step:
+            files["step_split"] = _plots.plot_step_split(
+                pd.DataFrame([{"rank": self.rank if self.rank is not None else 0,
+                               **self.step[["computing", "communication_not_overlapped", "free", "stage"]].mean()}]),
+                out / f"{prefix}step_split.png")
+        if self.msprof_op is not None:
+            p = _plots.plot_block_times(self.msprof_op, out / f"{prefix}block_times.png")
+            if p is not None:
+                files["block_times"] = p
         return files
 
 
@@ -605,64 +675,108 @@ def _md_table(df: pd.DataFrame, cols) -> str:
     return "\n".join(out)
 
 
+def _chip_for(chip, device: DeviceInfo | None):
+    """(ChipSpec, note): the chip named, else the table's default (the note says it is assumed)."""
+    from fla_ascend.tiling.chips import DEFAULT_CHIP, get_chip
+
+    if chip is not None:
+        return get_chip(chip), None
+    spec = get_chip(DEFAULT_CHIP)
+    return spec, (f"chip not recorded in the data: roofline and Memory shares assume {spec.name} "
+                  f"(pass --chip to name it)")
+
+
 def analyze(run, *, top: int = 10, by="type", msprof_op: MsprofOpRun | None = None,
-            thresholds: Thresholds = Thresholds()) -> Report:
-    """Diagnose one run.
+            thresholds: Thresholds = Thresholds(), chip=None, strict: bool = False) -> Report:
+    """Diagnose one run (one rank).
 
     Args:
-        run: a run directory (or a parent holding one), a :class:`readers.Run`, or a normalised
-            kernel DataFrame.
+        run: a run directory (or a parent holding one), one profiler file, a
+            :class:`readers.Run`, or a normalised kernel DataFrame.
         top: how many kernel keys the Markdown and plots show (positive int).
         by: kernel key, ``"type"`` or ``"name"`` (see :func:`kernel_summary`).
         msprof_op: optional ``msprof op`` data for the per-block imbalance table and plot.
         thresholds: rule thresholds.
+        chip: a chip name or :class:`fla_ascend.tiling.chips.ChipSpec` for the roofline and the
+            Memory rule; ``None``: the chip table's default, with a warning.
+        strict: for paths: raise on the first malformed row instead of skipping it.
 
     Returns:
         :class:`Report`.
 
     Raises:
-        ValueError (``top`` < 1, bad ``by``), TypeError (``run`` of another type), and the
-        readers' errors.
+        ValueError (``top`` < 1, bad ``by``, unknown chip), TypeError (``run`` of another type),
+        and the readers' errors.
     """
     if not isinstance(top, int) or isinstance(top, bool) or top < 1:
         raise ValueError(f"top: expected a positive int, got {top!r}")
     if isinstance(run, (str, Path)):
-        run = load_run(run)
-    if isinstance(run, Run):
-        kernels, device, source, opstat = run.kernels, run.device, str(run.path), run.op_statistic
-    elif isinstance(run, pd.DataFrame):
-        kernels, device, source, opstat = run, None, run.attrs.get("source", "<DataFrame>"), None
-    else:
+        run = load_run(run, strict=strict)
+    if isinstance(run, pd.DataFrame):
+        run = Run(path=Path(run.attrs.get("source", "<DataFrame>")), kernels=run, op_statistic=None,
+                  operator_details=None, step_trace=None, device=None, profiler_info={}, layout="file")
+    if not isinstance(run, Run):
         raise TypeError(f"run: expected a path, readers.Run or DataFrame, got {type(run).__name__}")
-    if opstat is None:
-        opstat = op_statistic_from_kernels(kernels)
-    summary = kernel_summary(kernels, by)
-    bounds = bound_table(kernels, by, thresholds)
-    bd = block_dim_table(kernels, device)
-    ac = aicpu_table(kernels, thresholds)
+    kernels, device, source = run.kernels, run.device, str(run.path)
+    opstat = run.op_statistic if run.op_statistic is not None else op_statistic_from_kernels(kernels)
+    spec, chip_note = _chip_for(chip, device)
+    comm_mask = communication_mask(kernels) if len(kernels) else pd.Series([], dtype=bool)
+    compute = kernels[~comm_mask]
+    summary = kernel_summary(compute, by)
+    bounds = bound_table(compute, by, thresholds, chip=spec)
+    group = metric_group(kernels.columns)
+    bd = block_dim_table(compute, device)
+    ac = aicpu_table(compute, thresholds)
     imb = block_imbalance(msprof_op, thresholds) if msprof_op is not None else pd.DataFrame()
+    split = step_split(run)
+    comm = communication_summary(run)
+    roof = roofline_table(compute, spec)
     steps = kernels["step"].dropna().nunique() if "step" in kernels else 0
-    totals = {"kernels": int(len(kernels)), "steps": int(steps) or 1,
-              "device_us": float(kernels["duration_us"].sum()) if len(kernels) else 0.0,
-              "wait_us": float(kernels["wait_us"].sum()) if len(kernels) else 0.0}
+    totals = {"kernels": int(len(kernels)), "compute_kernels": int(len(compute)), "steps": int(steps) or 1,
+              "compute_us": float(compute["duration_us"].sum()) if len(compute) else 0.0,
+              "communication_us": float(kernels.loc[comm_mask, "duration_us"].sum()) if len(kernels) else 0.0,
+              "wait_us": float(kernels["wait_us"].sum()) if len(kernels) else 0.0,
+              "skipped_rows": len(run.issues)}
+    totals["device_us"] = totals["compute_us"] + totals["communication_us"]
+    warnings = []
+    note = single_step_note(run, split)
+    if note:
+        warnings.append(note)
+    if run.issues:
+        warnings.append(f"{len(run.issues)} malformed row(s) skipped (listed at the end); pass --strict to stop on them")
+    if chip_note and (not roof.empty or group == "Memory"):
+        warnings.append(chip_note)
+    if kernels.attrs.get("type_from_name"):
+        warnings.append("no Type column (Level0 or task_time): kernels grouped by their normalised name "
+                        "(trans_TransData_0 -> TransData); no PMU data at this level")
     findings = []
+    if not split.empty and "type" not in split:
+        m = split[["computing", "communication_not_overlapped", "overlapped", "free", "stage"]].mean()
+        if m["stage"] > 0:
+            parts = {"compute": m["computing"], "communication not overlapped with compute": m["communication_not_overlapped"],
+                     "free (device idle)": m["free"]}
+            big = max(parts, key=parts.get)
+            findings.append(
+                f"step {m['stage']:.1f} us: compute {m['computing'] / m['stage']:.1%}, communication not overlapped "
+                f"{m['communication_not_overlapped'] / m['stage']:.1%}, free {m['free'] / m['stage']:.1%} "
+                f"(overlapped communication {m['overlapped']:.1f} us); the largest part is {big}")
     key = _key_cols(by)
     for _, r in bounds.head(top).iterrows():
         label = f"{r[key[0]]}" + (f" [{r['core']}]" if "core" in key else "")
         if r["bound"] == "not bound":
-            findings.append(f"{label} ({r['share']:.1%} of device time): not bound by any pipe, "
+            findings.append(f"{label} ({r['share']:.1%} of compute time): not bound by any pipe, "
                             f"{r['room']:.2%} room before the nearest threshold (latency, sync or imbalance)")
         elif isinstance(r["bound"], str) and r["bound"].endswith("bound"):
-            findings.append(f"{label} ({r['share']:.1%} of device time): {r['bound']}")
+            findings.append(f"{label} ({r['share']:.1%} of compute time): {r['bound']} ({r['rule']})")
     for _, r in bd[bd["wasted"]].iterrows() if not bd.empty else []:
         findings.append(f"{r['type']} [{r['core']}]: block dim {r['block_dim']} is not a multiple of {r['cores']} "
                         f"cores ({r['core_use']:.0%} of core slots busy over {r['rounds']} round(s))")
     for _, r in ac[ac["flagged"]].iterrows() if not ac.empty else []:
         findings.append(f"AI_CPU task {r['type']}: {r['count']} launch(es), up to {r['max_us']:.1f} us "
                         f"(> {thresholds.aicpu_us:g} us); move it to the device")
-    if totals["device_us"] > 0 and totals["wait_us"] / (totals["device_us"] + totals["wait_us"]) > 0.1:
+    if split.empty and totals["compute_us"] > 0 and totals["wait_us"] / (totals["device_us"] + totals["wait_us"]) > 0.1:
         findings.append(f"wait time is {totals['wait_us'] / (totals['device_us'] + totals['wait_us']):.1%} "
-                        "of device busy + wait time (launch-bound or host-bound)")
+                        "of device busy + wait time (no step trace to tell communication, host or launch apart)")
     if msprof_op is not None:
         cur, rated = msprof_op.basic.get("current_freq"), msprof_op.basic.get("rated_freq")
         try:
@@ -676,4 +790,81 @@ def analyze(run, *, top: int = 10, by="type", msprof_op: MsprofOpRun | None = No
                             f"slowest block (slowest {r['slowest']}, {r['max_us']:.2f} us)")
     return Report(source=source, totals=totals, summary=summary, bounds=bounds, op_statistic=opstat,
                   block_dim=bd, aicpu=ac, imbalance=imb, device=device, findings=findings,
-                  kernels=kernels, msprof_op=msprof_op, top=top, key=tuple(key))
+                  kernels=kernels, msprof_op=msprof_op, top=top, key=tuple(key), step=split,
+                  communication=comm, roofline=roof, warnings=warnings, issues=list(run.issues),
+                  metric_group=group, chip=spec.name, rank=run.rank, layout=run.layout)
+
+
+@dataclasses.dataclass
+class ClusterReport:
+    """Result of :func:`analyze_ranks`: one :class:`Report` per rank, the cross-rank table
+    (:func:`step.cross_rank`) and its verdict (the slowest rank and what it spent the
+    difference on; ``None`` with fewer than two ranks with a step split)."""
+
+    source: str
+    ranks: list
+    cross: pd.DataFrame
+    verdict: str | None
+
+    def to_markdown(self) -> str:
+        """Cross-rank section first, then one section per rank."""
+        lines = [f"# Profile report: `{self.source}` ({len(self.ranks)} ranks)", "", "## Across ranks", ""]
+        if self.verdict:
+            lines += [f"- {self.verdict}", ""]
+        cols = ["rank", "kernels", "compute_us", "computing", "communication_not_overlapped", "overlapped", "free",
+                "stage", "stage_vs_fastest", "computing_vs_fastest", "communication_not_overlapped_vs_fastest",
+                "free_vs_fastest"]
+        lines += ["Per rank, us (mean over its steps); *_vs_fastest = difference from the rank with the shortest step.",
+                  "", _md_table(self.cross, cols), ""]
+        for r in self.ranks:
+            lines.append(r.to_markdown(level=2))
+        return "\n".join(lines).rstrip("\n") + "\n"
+
+    def to_dict(self) -> dict:
+        """JSON-ready dict: cross-rank table, verdict and every rank's report."""
+        return {"source": self.source, "verdict": self.verdict,
+                "cross": json.loads(self.cross.to_json(orient="records")),
+                "ranks": [r.to_dict() for r in self.ranks]}
+
+    def to_json(self) -> str:
+        """:meth:`to_dict` as JSON (NaN as null)."""
+        return json.dumps(self.to_dict(), indent=2, default=str)
+
+    def write(self, out_dir, plots: bool = True) -> dict:
+        """Write ``report.md``, ``report.json`` and (``plots``) ``step_split.png`` (stacked bars per
+        rank), ``cross_rank.png`` (difference from the fastest rank) and each rank's PNGs
+        (``rank<N>_*.png``) into ``out_dir``."""
+        from . import plots as _plots
+
+        out = Path(out_dir)
+        out.mkdir(parents=True, exist_ok=True)
+        files = {"markdown": out / "report.md", "json": out / "report.json"}
+        files["markdown"].write_text(self.to_markdown())
+        files["json"].write_text(self.to_json())
+        if plots:
+            if self.cross["stage"].notna().any():
+                files["step_split"] = _plots.plot_step_split(self.cross, out / "step_split.png")
+            if self.verdict:
+                files["cross_rank"] = _plots.plot_cross_rank(self.cross, out / "cross_rank.png")
+            for r in self.ranks:
+                pre = f"rank{r.rank}_" if r.rank is not None else f"{Path(r.source).name}_"
+                for k, v in r.plots(out, prefix=pre).items():
+                    if k != "step_split":
+                        files[f"{pre}{k}"] = v
+                    else:
+                        v.unlink()
+        return files
+
+
+def analyze_ranks(path, *, top: int = 10, by="type", thresholds: Thresholds = Thresholds(), chip=None,
+                  strict: bool = False) -> ClusterReport:
+    """Diagnose every run under ``path`` (a parent folder of ranks): one report per rank and the
+    cross-rank table. A path holding one run gives a one-rank report.
+
+    Raises:
+        The readers' errors and :func:`analyze`'s.
+    """
+    runs = load_runs(path, strict=strict)
+    reports = [analyze(r, top=top, by=by, thresholds=thresholds, chip=chip) for r in runs]
+    cross, verdict = cross_rank(runs)
+    return ClusterReport(source=str(path), ranks=reports, cross=cross, verdict=verdict)

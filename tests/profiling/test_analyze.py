@@ -115,8 +115,8 @@ def test_report_outputs(tmp_path):
     op = R.read_msprof_op(B.make_msprof_op(tmp_path / "op"))
     rep = A.analyze(FIXTURE, top=3, msprof_op=op)
     files = rep.write(tmp_path / "out")
-    assert set(files) == {"markdown", "json", "time_share", "pipe_ratios", "block_times"}
-    for k in ("time_share", "pipe_ratios", "block_times"):
+    assert set(files) == {"markdown", "json", "time_share", "pipe_ratios", "block_times", "step_split"}
+    for k in ("time_share", "pipe_ratios", "block_times", "step_split"):
         assert files[k].read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and files[k].stat().st_size > 5000
     md = files["markdown"].read_text()
     assert "| MatMulV3 | AI_CORE |" in md and "mac+MTE2 bound" in md and "Add" not in md.split("## Top")[1].split("##")[0]
