@@ -179,12 +179,13 @@ def classify_bound(row, core: str | None = None, thresholds: Thresholds = Thresh
         v2 = r.get(second, 0.0)
         hits = [f"MTE2(cube) {mte2:.3g} >= {t.fa_mte2:g}"] if mte2 >= t.fa_mte2 else []
         hits += [f"{second} {v2:.3g} >= {thr2:g}"] if v2 >= thr2 else []
+        compound = f"MTE2+{second} bound" if len(hits) == 2 else None
+        rule = "flash-attention rule (msprof-analyze thresholds): " + ("; ".join(hits) or "no threshold reached")
         other = _busiest(r, exclude=(), vector_side=None)
         if not hits and other and other[1] > t.any_pipe:
-            hits = [f"{other[0]} {other[1]:.3g} > {t.any_pipe:g}"]
-        compound = f"MTE2+{second} bound" if len(hits) == 2 else None
-        return _verdict(r, None, bool(hits), compound, max(t.fa_mte2 - mte2, thr2 - v2),
-                        "msprof-analyze FA rule: " + ("; ".join(hits) or "no threshold reached"))
+            hits = [other[0]]
+            rule += f"; any pipe: {other[0]} {other[1]:.3g} > {t.any_pipe:g}"
+        return _verdict(r, None, bool(hits), compound, max(t.fa_mte2 - mte2, thr2 - v2), rule)
     if split and core in CUBE_CORES and "mac" in r and "MTE2(cube)" in r:
         mac, mte2 = r["mac"], r["MTE2(cube)"]
         hits = [f"mac {mac:.3g} >= {t.cube_mac:g}"] if mac >= t.cube_mac else []

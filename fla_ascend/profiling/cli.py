@@ -116,13 +116,15 @@ def run_analyze(args) -> int:
     """``profile analyze``: print the report (one section per rank and a cross-rank table for a
     folder of ranks); with ``--out`` also write it (Markdown, JSON, PNGs)."""
     from .analyze import ClusterReport, analyze, analyze_ranks
-    from .readers import find_runs, read_msprof_op
+    from .readers import csv_kind, find_runs, read_msprof_op
 
     if args.top < 1:
         return _fail(f"--top must be >= 1, got {args.top}")
     try:
         op = read_msprof_op(args.msprof_op) if args.msprof_op else None
-        several = Path(args.dir).is_dir() and len(find_runs(args.dir)) > 1
+        p = Path(args.dir)
+        several = (p.is_dir() and len(find_runs(p)) > 1) or (
+            p.is_file() and p.suffix == ".csv" and csv_kind(p) == "cluster_step_trace")
         if several:
             rep = analyze_ranks(args.dir, top=args.top, by=args.by, chip=args.chip, strict=args.strict)
         else:

@@ -492,8 +492,8 @@ def read_kernel_details(path, issues: list | None = None) -> pd.DataFrame:
         kind, naming both), ValueError (several runs).
     """
     f = _output_file(path, "kernel_details.csv")
+    _check_kind(f, _header_of(f), "kernels")
     header, rows = read_csv_table(f, issues)
-    _check_kind(f, header, "kernels")
     data: dict[str, object] = {}
     extra: dict[str, object] = {}
     for idx, h in enumerate(header):
@@ -605,6 +605,11 @@ def csv_kind(path) -> str | None:
 
     Raises:
         FileNotFoundError, ProfilingFormatError (not UTF-8, empty)."""
+    return file_kind(_header_of(path))
+
+
+def _header_of(path) -> list[str]:
+    """The cleaned cells of a CSV file's first line (checked before the rows are read)."""
     f = Path(path)
     if not f.is_file():
         raise FileNotFoundError(f"profiler file not found: {f}")
@@ -615,7 +620,7 @@ def csv_kind(path) -> str | None:
         raise ProfilingFormatError(f, None, None, f"not UTF-8 text ({e})") from None
     if not first:
         raise ProfilingFormatError(f, 1, None, "empty file: no header line")
-    return file_kind([_clean(c) for c in first])
+    return [_clean(c) for c in first]
 
 
 # --------------------------------------------------------------------------- generic tables
@@ -632,9 +637,9 @@ def _generic_table(f: Path, numeric: Iterable[str] = (), issues: list | None = N
     """Read a CSV: headers to snake_case (``Total Time(us)`` -> ``total_time_us``); columns in
     ``numeric`` (raw header names) must parse; others are numeric when every cell parses.
     ``kinds``: the :func:`file_kind` values accepted (any when empty)."""
-    header, rows = read_csv_table(f, issues)
     if kinds:
-        _check_kind(f, header, *kinds)
+        _check_kind(f, _header_of(f), *kinds)
+    header, rows = read_csv_table(f, issues)
     numeric = set(numeric)
     cols = {}
     for idx, h in enumerate(header):
