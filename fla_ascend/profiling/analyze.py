@@ -747,6 +747,9 @@ def analyze(run, *, top: int = 10, by="type", msprof_op: MsprofOpRun | None = No
         warnings.append(f"{len(run.issues)} malformed row(s) skipped (listed at the end); pass --strict to stop on them")
     if chip_note and (not roof.empty or group == "Memory"):
         warnings.append(chip_note)
+    if not len(kernels) and not split.empty:
+        warnings.append("no kernel table in this run (its export kept the step trace and communication only): "
+                        "step split and communication, no per-kernel analysis")
     if kernels.attrs.get("type_from_name"):
         warnings.append("no Type column (Level0 or task_time): kernels grouped by their normalised name "
                         "(trans_TransData_0 -> TransData); no PMU data at this level")

@@ -107,25 +107,26 @@ _SPLIT = [("computing", "compute", "#4C72B0"),
 
 def plot_step_split(table: pd.DataFrame, path) -> Path:
     """Stacked horizontal bars, one per rank: the step's compute, communication not overlapped
-    and free time (us; they add up to the step's wall time), each part's share written in it.
+    and free time (us, or ms for steps over 10 ms; they add up to the step's wall time), each part's share written in it.
     ``table``: ``step.cross_rank`` output (or any frame with ``rank``, ``computing``,
     ``communication_not_overlapped``, ``free``, ``stage``)."""
     t = table[table["stage"].notna()].reset_index(drop=True)
-    fig = _figure(10, 0.55 * len(t) + 1.8)
+    scale, unit = (1e-3, "ms") if t["stage"].max() > 1e4 else (1.0, "us")
+    fig = _figure(10, 0.55 * len(t) + 2.2)
     ax = fig.add_subplot(111)
     y = list(range(len(t)))[::-1]
     left = [0.0] * len(t)
     for col, label, color in _SPLIT:
-        v = t[col].fillna(0).astype(float).tolist()
+        v = (t[col].fillna(0).astype(float) * scale).tolist()
         ax.barh(y, v, left=left, color=color, label=label)
-        for yi, l, x, st in zip(y, left, v, t["stage"]):
+        for yi, l, x, st in zip(y, left, v, t["stage"] * scale):
             if st > 0 and x / st > 0.06:
                 ax.text(l + x / 2, yi, f"{x / st:.0%}", ha="center", va="center", fontsize=8, color="white")
         left = [a + b for a, b in zip(left, v)]
     ax.set_yticks(y)
     ax.set_yticklabels([f"rank {int(r)}" for r in t["rank"]], fontsize=9)
-    ax.set_xlabel("time per step (us)")
-    ax.legend(fontsize=8, loc="lower right")
+    ax.set_xlabel(f"time per step ({unit})")
+    ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.22), ncol=3, frameon=False)
     ax.set_title("Step split per rank (step_trace_time.csv)")
     return _save(fig, path)
 

@@ -1052,7 +1052,8 @@ class Run:
     whose export kept only its step trace); ``op_statistic`` is read or built from the kernels;
     other tables absent from the run are ``None``. ``layout``: ``"framework"`` (torch_npu /
     MindSpore), ``"msprof"`` (app mode) or ``"file"`` (one file given). ``rank``: from
-    ``profiler_info*.json`` (``rank_id``), else the directory name's last number, else ``None``.
+    ``profiler_info*.json`` (``rank_id``), else a ``rank<N>`` / ``rank_<N>`` in the directory
+    name, else the one ``Device_id`` of an msprof output, else ``None``.
     ``communication``: :func:`read_communication`; ``overlap``: :func:`read_trace_overlap`;
     ``task_time``: :func:`read_task_time`; ``issues``: the :class:`RowIssue` of every malformed
     row skipped (empty with ``strict=True``, which raises instead)."""
@@ -1086,8 +1087,8 @@ def _rank_of(run: Path, info: dict) -> int | None:
             return int(v)
     except (TypeError, ValueError):
         pass
-    m = re.search(r"(\d+)(?:_ascend_(?:pt|ms))?$", run.name)
-    return int(m.group(1)) if m and not run.name.startswith("PROF_") else None
+    m = re.search(r"rank[_-]?(\d+)", run.name, flags=re.IGNORECASE)
+    return int(m.group(1)) if m else None
 
 
 def _load_file(f: Path, issues: list | None) -> Run:

@@ -153,11 +153,14 @@ def cross_rank(runs: list[Run]) -> tuple[pd.DataFrame, str | None]:
                f"({diff / fast['stage']:.1%}) longer than rank {int(fast['rank'])}; "
                + ", ".join(f"{_LABELS[c]} {parts[c]:+.1f} us" for c in SPLIT_COLUMNS)
                + f": the difference is {_LABELS[top]}")
+    if diff < 0.01 * fast["stage"]:
+        verdict += " (the steps are practically equal: the ranks synchronise every step)"
     # a rank whose compute is longer by more than 1% of the step sets the pace of the others' waiting
     if t["computing"].notna().all() and t["computing"].max() - t["computing"].min() > 0.01 * slow["stage"]:
-        busiest = t.loc[t["computing"].idxmax()]
-        verdict += (f"; rank {int(busiest['rank'])} computes longest ({busiest['computing']:.1f} us), "
-                    "the others wait on it in communication")
+        busiest, least = t.loc[t["computing"].idxmax()], t.loc[t["computing"].idxmin()]
+        verdict += (f"; rank {int(busiest['rank'])} computes longest ({busiest['computing']:.1f} us, "
+                    f"{busiest['computing'] - least['computing']:+.1f} us over rank {int(least['rank'])}): "
+                    "the ranks with less compute spend the difference waiting in communication")
     return t, verdict
 
 
