@@ -1,23 +1,28 @@
-"""Diagnose one profiler run: where the device time goes, which pipe bounds each kernel, what
-is left on the table (block dim vs cores, AI_CPU tasks, per-block imbalance, wait time).
+"""Diagnose one profiler run (one rank) or a folder of ranks: the step split and communication
+(:mod:`.step`), where the compute time goes (shares of compute kernel time, never of all
+device tasks), which pipe bounds each kernel, the roofline (:mod:`.roofline`), what is left on
+the table (block dim vs cores, AI_CPU tasks, per-block imbalance).
 
-Rules (thresholds as in msprof-analyze's advisor, Apache-2.0, rules/*/aicore_performance.yaml
-and config.ini; re-implemented here, not copied):
+PipeUtilization rules: the thresholds of msprof-analyze 26.2.0's advisor (Apache-2.0,
+``advisor/rules/en/aicore_performance.yaml``; re-implemented here, not copied):
 
-* cube kernels (``AI_CORE``): mac-and-MTE2 bound when ``aic_mac_ratio >= 0.8`` and
-  ``aic_mte2_ratio >= 0.95``; mac bound / MTE2 bound when one of them reaches its threshold;
-  otherwise room = ``max(0.8 - mac, 0.95 - mte2)``.
-* vector kernels (``AI_VECTOR_CORE``, ``MIX_AIV``): vec+MTE2+MTE3 bound when
-  ``aiv_vec + aiv_mte2 + aiv_mte3 >= 0.9``; else MTE2, MTE3, vec bound (in that order) when the
-  ratio is ``>= 0.7``; otherwise room = ``max(0.7 - each)``.
-* any other kernel with PMU data (``MIX_AIC``, non-split chips' unprefixed ratios), and any pipe
-  the two rules above do not look at (scalar, MTE1, fixpipe): bound by the busiest pipe when its
-  ratio is ``> 0.8`` (``operator_bound_ratio``); "not bound" otherwise, room = ``0.8 - max``.
-  (msprof-analyze's own FlashAttention rule labels aic MTE2 >= 0.8 as "mac"; we name the pipe.)
-* block dim not a multiple of the core count (cube: ``ai_core_num``; vector: ``aiv_num``) leaves
-  cores idle in the last round; AI_CPU tasks longer than 20 us are flagged; a current clock more
-  than 5% below the rated one is flagged; msprof op per-block times spreading more than 10%
-  (``(max - min) / max``) are flagged as load imbalance.
+* cube kernels (``AI_CORE``): mac >= 0.8 (``aic_mac_ratio``), aic MTE2 >= 0.95; both is
+  "mac+MTE2 bound"; room = ``max(0.8 - mac, 0.95 - mte2)``. (msprof-analyze's checker compares
+  mac with the MTE2 threshold; we use the mac threshold: see docs/profiling.md.)
+* vector kernels (``AI_VECTOR_CORE``, ``MIX_AIV``): ``vec + MTE2 + MTE3 >= 0.9`` is
+  "vec+MTE2+MTE3 bound"; else any of them ``>= 0.7``; room = ``max(0.7 - each)``.
+* flash attention (``fa_operators``): ``FlashAttentionScore``: aic MTE2 >= 0.8, aiv vec >=
+  0.75; ``FlashAttentionScoreGrad``: aic MTE2 >= 0.8, aic fixpipe >= 0.75; room = the larger gap.
+* any other kernel, and any pipe these rules do not look at (scalar, MTE1, fixpipe): busiest
+  pipe ``> 0.8`` (``operator_bound_ratio``).
+
+A kernel that reaches a threshold is named after its busiest pipe (so a Conv2D with MTE1 over
+0.8 but MTE2 busier is MTE2 bound); ``BoundResult.rule`` says which threshold it reached.
+Other metric groups (no msprof-analyze rule; ours): ArithmeticUtilization (cube unit >= 0.8,
+vector unit >= 0.7, with the dominant precision), Memory (main-memory bandwidth >= 80% of the
+chip's HBM bandwidth), L0B_AND_WIDTH / MemoryL0 / MemoryUB (the busiest buffer, no verdict).
+Also: block dim not a multiple of the core count, AI_CPU tasks longer than 20 us, a clock more
+than 5% below the rated one, msprof op per-block times spreading more than 10%.
 """
 from __future__ import annotations
 
