@@ -639,8 +639,9 @@ class Report:
             files.update(self.plots(out))
         return files
 
-    def plots(self, out: Path, prefix: str = "") -> dict:
-        """Draw this report's PNGs into ``out`` (file names start with ``prefix``)."""
+    def plots(self, out: Path, prefix: str = "", step_plot: bool = True) -> dict:
+        """Draw this report's PNGs into ``out`` (file names start with ``prefix``; ``step_plot``:
+        also the one-bar step split, left out where a cross-rank plot shows every rank)."""
         from . import plots as _plots
         files = {}
         if not self.summary.empty:
@@ -648,7 +649,7 @@ class Report:
             p = _plots.plot_pipe_ratios(self.bounds, out / f"{prefix}pipe_ratios.png", top=self.top)
             if p is not None:
                 files["pipe_ratios"] = p
-        if self.step is not None and not self.step.empty and "type" not in self.step:
+        if step_plot and self.step is not None and not self.step.empty and "type" not in self.step:
             files["step_split"] = _plots.plot_step_split(
                 pd.DataFrame([{"rank": self.rank if self.rank is not None else 0,
                                **self.step[["computing", "communication_not_overlapped", "free", "stage"]].mean()}]),
@@ -857,11 +858,8 @@ class ClusterReport:
                 files["cross_rank"] = _plots.plot_cross_rank(self.cross, out / "cross_rank.png")
             for r in self.ranks:
                 pre = f"rank{r.rank}_" if r.rank is not None else f"{Path(r.source).name}_"
-                for k, v in r.plots(out, prefix=pre).items():
-                    if k != "step_split":
-                        files[f"{pre}{k}"] = v
-                    else:
-                        v.unlink()
+                for k, v in r.plots(out, prefix=pre, step_plot=False).items():
+                    files[f"{pre}{k}"] = v
         return files
 
 

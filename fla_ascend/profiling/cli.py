@@ -121,10 +121,12 @@ def run_analyze(args) -> int:
     if args.top < 1:
         return _fail(f"--top must be >= 1, got {args.top}")
     try:
-        op = read_msprof_op(args.msprof_op) if args.msprof_op else None
         p = Path(args.dir)
         several = (p.is_dir() and len(find_runs(p)) > 1) or (
             p.is_file() and p.suffix == ".csv" and csv_kind(p) == "cluster_step_trace")
+        if several and args.msprof_op:
+            return _fail("--msprof-op applies to one run; PATH holds several ranks: pass one rank's directory")
+        op = read_msprof_op(args.msprof_op) if args.msprof_op else None
         if several:
             rep = analyze_ranks(args.dir, top=args.top, by=args.by, chip=args.chip, strict=args.strict)
         else:

@@ -247,3 +247,15 @@ def test_multi_rank_report_and_plots(reports, tmp_path):
         assert files[k].read_bytes()[:4] == b"\x89PNG"
     md = files["markdown"].read_text()
     assert md.count("# Profile report:") == 3 and "## Across ranks" in md
+
+
+def test_cli_on_a_folder_of_ranks(capsys, tmp_path):
+    from fla_ascend.cli import main
+
+    assert main(["profile", "analyze", str(CORPUS / LLM), "--json", "--no-plots"]) == 0
+    js = json.loads(capsys.readouterr().out)
+    assert [r["rank"] for r in js["cross"]] == [0, 1, 2, 3] and js["verdict"].startswith("slowest rank 3")
+    assert main(["profile", "analyze", str(CORPUS / LLM), "--msprof-op", str(tmp_path)]) == 2
+    assert "--msprof-op applies to one run" in capsys.readouterr().err
+    assert main(["profile", "analyze", str(CORPUS / GPT3 / "test_rank_0"), "--strict"]) == 2
+    assert "line 17" in capsys.readouterr().err
