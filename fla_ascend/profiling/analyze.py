@@ -235,10 +235,6 @@ _MAIN_MEM = (("aic_main_mem_read_bw(GB/s)", "aic_main_mem_write_bw(GB/s)"),
              ("aiv_main_mem_read_bw(GB/s)", "aiv_main_mem_write_bw(GB/s)"))
 
 
-def _num(row, col) -> float:
-    return _get(row, col)
-
-
 def metric_group(columns) -> str | None:
     """The PMU metric group a kernel table holds, from its column names: ``PipeUtilization``,
     ``ArithmeticUtilization``, ``Memory``, ``MemoryUB``, ``L0B_AND_WIDTH`` (the L0A/L0B/L0C
@@ -270,7 +266,7 @@ def _other_group(row, core, t: Thresholds, chip) -> BoundResult | None:
     if group == "ArithmeticUtilization":
         units = {}
         for unit, cols in _ARITH.items():
-            vals = {c: _num(row, c) for c in cols if not math.isnan(_num(row, c))}
+            vals = {c: _get(row, c) for c in cols if not math.isnan(_get(row, c))}
             if vals:
                 units[unit] = (sum(vals.values()), max(vals, key=vals.get))
         if not units or all(v[0] == 0 for v in units.values()):
@@ -287,7 +283,7 @@ def _other_group(row, core, t: Thresholds, chip) -> BoundResult | None:
     if group == "Memory":
         bw = {}
         for side, (rd, wr) in zip(("aic", "aiv"), _MAIN_MEM):
-            v = _num(row, rd), _num(row, wr)
+            v = _get(row, rd), _get(row, wr)
             if not all(math.isnan(x) for x in v):
                 bw[side] = sum(x for x in v if not math.isnan(x))
         if not bw:
@@ -305,8 +301,8 @@ def _other_group(row, core, t: Thresholds, chip) -> BoundResult | None:
             return BoundResult("HBM bound", True, 0.0, ratios, rule)
         return BoundResult("not bound", False, t.hbm_share - frac, ratios, rule)
     if group in ("L0B_AND_WIDTH", "MemoryL0", "MemoryUB"):
-        vals = {k: _num(row, k) for k in keys if isinstance(k, str) and k.endswith("(GB/s)")
-                and not math.isnan(_num(row, k))}
+        vals = {k: _get(row, k) for k in keys if isinstance(k, str) and k.endswith("(GB/s)")
+                and not math.isnan(_get(row, k))}
         if not vals or all(v == 0 for v in vals.values()):
             return BoundResult("no PMU data", False, math.nan, {}, f"{group}: all bandwidths 0")
         top = max(vals, key=vals.get)
@@ -366,7 +362,8 @@ def kernel_summary(kernels: pd.DataFrame, by="type") -> pd.DataFrame:
     Returns:
         DataFrame with the key columns, ``count``, ``total_us``, ``mean_us``, ``min_us``,
         ``max_us``, ``wait_us`` (total wait before these launches), ``share`` (fraction 0-1 of
-        the summed durations of all kernels), sorted by ``total_us`` descending. Rows with a N/A
+        the summed durations of the kernels given; :func:`analyze` gives the compute kernels
+        only, so its shares are shares of compute time), sorted by ``total_us`` descending. Rows with a N/A
         duration are counted in ``count`` but not in the times.
 
     Raises:

@@ -1,4 +1,6 @@
-"""Read Ascend profiler output (torch_npu / MindSpore / msprof op) into pandas DataFrames.
+"""Read Ascend profiler output (torch_npu / MindSpore runs, folders of ranks, msprof app-mode
+``PROF_*`` / ``mindstudio_profiler_output`` folders, single CSV files, msprof op) into pandas
+DataFrames.
 
 Nothing here needs an NPU, CANN, torch_npu or torch: only the standard library, NumPy and pandas.
 The formats and their quirks are described in ``docs/profiling.md`` (facts taken from the public
@@ -49,6 +51,10 @@ cell parses as a number, else as text.
 Every reader raises :class:`ProfilingFormatError` (a ``ValueError``) naming the file, the line
 (1-based, as an editor counts) and the column (1-based, plus the header name) of the first cell
 it cannot read, and :class:`FileNotFoundError` naming the path when a file or directory is absent.
+Readers that take ``issues`` (a list) skip a row whose field count differs from the header's
+and append a :class:`RowIssue` (file, line, what is wrong) instead; :func:`load_run` does so
+unless ``strict=True``. Each reader checks the kind of file from its header
+(:func:`file_kind`): an ``op_summary`` passed as a step trace is an error naming both.
 """
 from __future__ import annotations
 
@@ -763,8 +769,7 @@ def read_task_time(path, issues: list | None = None) -> pd.DataFrame:
     Raises:
         FileNotFoundError, ProfilingFormatError (also for another kind of table).
     """
-    df = _generic_table(Path(path), issues=issues, kinds=("task_time",))
-    return df.rename(columns={"task_time_us": "task_time_us", "task_start_us": "task_start_us"})
+    return _generic_table(Path(path), issues=issues, kinds=("task_time",))
 
 
 def kernels_from_task_time(tasks: pd.DataFrame) -> pd.DataFrame:
