@@ -11,8 +11,6 @@ file; its "uncovered communication" share is ``Communication(Not Overlapped) / S
 """
 from __future__ import annotations
 
-import math
-
 import numpy as np
 import pandas as pd
 
@@ -180,7 +178,3 @@ def single_step_note(run: Run, split: pd.DataFrame) -> str | None:
     return (f"one active step profiled ({how}): step-to-step variation and first-step effects are not "
             "averaged out; profile several active steps (schedule active >= 3) before acting on small differences")
 
-
-def fmt_share(v) -> str:
-    """A fraction as a percent with one decimal, empty for NaN."""
-    return "" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{v:.1%}"
