@@ -1,19 +1,25 @@
 """Profiling toolkit: collect with torch_npu.profiler (or torch.profiler on CUDA), read the
-Ascend profiler output into pandas DataFrames, diagnose it and compare two runs.
+Ascend profiler output into pandas DataFrames (one run, a folder of ranks, msprof app-mode
+output, single files), diagnose it (step split, communication, bound pipes, roofline, ranks)
+and compare two runs.
 
 Reading, analysis and comparison need only pandas, NumPy and matplotlib: no NPU, no CANN,
-no torch_npu, no torch. ``collect`` imports torch lazily, and torch_npu only when collecting on
-an NPU. This subpackage imports nothing else from fla_ascend.
+no torch_npu, no torch, no triton. ``collect`` imports torch lazily, and torch_npu only when
+collecting on an NPU. Of the rest of fla_ascend this subpackage imports only the chip table
+(``fla_ascend.tiling.chips``, itself free of torch and triton) and, for ``profile op``, the
+benchmark suite.
 """
-from .analyze import Report, Thresholds, analyze, classify_bound, kernel_summary
+from .analyze import ClusterReport, Report, Thresholds, analyze, analyze_ranks, classify_bound, kernel_summary
 from .compare import Comparison, compare
 from .readers import (
     DeviceInfo,
     MsprofOpRun,
     ProfilingFormatError,
     Run,
+    RowIssue,
     find_runs,
     load_run,
+    load_runs,
     parse_shapes,
     read_device_info,
     read_kernel_details,
@@ -39,8 +45,9 @@ def profile_op(*args, **kwargs):
 
 
 __all__ = [
-    "Comparison", "DeviceInfo", "MsprofOpRun", "ProfilingFormatError", "Report", "Run", "Thresholds",
-    "analyze", "classify_bound", "compare", "find_runs", "kernel_summary", "load_run", "parse_shapes",
+    "ClusterReport", "Comparison", "DeviceInfo", "MsprofOpRun", "ProfilingFormatError", "Report", "RowIssue", "Run",
+    "Thresholds", "analyze", "analyze_ranks", "classify_bound", "compare", "find_runs", "kernel_summary", "load_run",
+    "load_runs", "parse_shapes",
     "profile", "profile_op", "read_device_info", "read_kernel_details", "read_msprof_op",
     "read_op_statistic", "read_operator_details", "read_step_trace",
 ]

@@ -1,13 +1,16 @@
 """``fla-ascend profile``: analyze a run, compare two runs, or collect a profile of one of our ops.
 
-    fla-ascend profile analyze DIR [--top N] [--by type|name] [--out DIR] [--no-plots] [--json]
-    fla-ascend profile compare BASE NEW [--top N] [--by type|name] [--out DIR] [--no-plots]
+    fla-ascend profile analyze PATH [--top N] [--by type|name] [--chip NAME] [--strict] [--out DIR]
+                               [--no-plots] [--json]
+    fla-ascend profile compare BASE NEW [--top N] [--by type|name] [--strict] [--out DIR] [--no-plots]
     fla-ascend profile op NAME [--shapes NAME|B=1,T=4096,...] [--provider fla_ascend|fla|torch_ref]
                                [--dtype bfloat16] [--backward] [--warmup N] [--active N] [--out DIR]
                                [--level L] [--metrics M]
 
-``analyze`` and ``compare`` need no device. ``op`` needs an NPU or a CUDA GPU and exits with
-status 2 and a message otherwise.
+``analyze`` and ``compare`` need no device and import only pandas, NumPy, matplotlib and rich.
+PATH is a run (``*_ascend_pt``, ``*_ascend_ms``, msprof ``PROF_*`` / ``mindstudio_profiler_output``),
+a parent folder of ranks (one section per rank and a cross-rank table), or one profiler file.
+``op`` needs an NPU or a CUDA GPU and exits with status 2 and a message otherwise.
 """
 from __future__ import annotations
 
@@ -21,7 +24,11 @@ def register(sub) -> None:
     ps = p.add_subparsers(dest="profile_command", required=True)
 
     a = ps.add_parser("analyze", help="diagnose one profiler run (no device needed)")
-    a.add_argument("dir", help="a *_ascend_pt / *_ascend_ms / *_cuda_pt directory or its parent")
+    a.add_argument("dir", help="a *_ascend_pt / *_ascend_ms / *_cuda_pt / PROF_* directory, a parent folder of "
+                   "ranks, or one profiler file (kernel_details.csv, op_summary_*.csv, step_trace_time.csv...)")
+    a.add_argument("--chip", default=None, help="Ascend chip for the roofline and Memory rule (default: the chip "
+                   "table's default, with a warning)")
+    a.add_argument("--strict", action="store_true", help="stop at the first malformed row instead of skipping it")
     a.add_argument("--top", type=int, default=10, help="kernel keys to show (default 10)")
     a.add_argument("--by", choices=("type", "name"), default="type", help="kernel key: op Type or kernel Name")
     a.add_argument("--msprof-op", default=None, help="an msprof op output directory for per-block load")
@@ -37,6 +44,7 @@ def register(sub) -> None:
     c.add_argument("--by", choices=("type", "name"), default="type")
     c.add_argument("--out", default=None, help="write compare.md, compare.json and compare.png here")
     c.add_argument("--no-plots", action="store_true")
+    c.add_argument("--strict", action="store_true", help="stop at the first malformed row instead of skipping it")
     c.set_defaults(func=run_compare)
 
     o = ps.add_parser("op", help="profile one of our ops on the current NPU or CUDA device")
@@ -82,33 +90,65 @@ def _fail(msg: str, code: int = 2) -> int:
 
 
 def _print_report(rep, console) -> None:
-    t = rep.totals
-    console.print(f"[bold]{rep.source}[/bold]: {t['kernels']} kernel launches, {t['steps']} step(s), "
-                  f"device time {t['device_us']:.3f} us, wait {t['wait_us']:.3f} us")
-    b, cols = rep.top_kernels()
-    console.print(_rich_table(b, cols, f"Top {rep.top} kernels"))
+    title = f"[bold]{rep.source}[/bold]" + (f" (rank {rep.rank})" if rep.rank is not None else "")
+    console.print(f"{title}: {rep.headline()}", highlight=False)
+    for w in rep.warnings:
+        console.print(f"  [yellow]warning[/yellow]: {w}", highlight=False)
+    if rep.step is not None and not rep.step.empty:
+        cols = [c for c in ("type", "index", "step") if c in rep.step] + [
+            "computing", "communication_not_overlapped", "overlapped", "free", "stage", "computing_share",
+            "communication_not_overlapped_share", "free_share"]
+        console.print(_rich_table(rep.step, cols, f"Step split (us; shares of the step, from {rep.step['source'].iloc[0]})"))
+    if rep.communication is not None and not rep.communication.empty:
+        console.print(_rich_table(rep.communication, list(rep.communication.columns), "Communication per collective"))
+    if not rep.bounds.empty:
+        b, cols = rep.top_kernels()
+        console.print(_rich_table(b, cols, f"Top {rep.top} compute kernels (share = of compute kernel time)"))
     if rep.findings:
         console.print("[bold]Findings[/bold]")
         for f in rep.findings:
             console.print(f"  - {f}", highlight=False)
+    for i in rep.issues:
+        console.print(f"  [yellow]skipped[/yellow]: {i}", highlight=False)
 
 
 def run_analyze(args) -> int:
-    """``profile analyze``: print the report; with ``--out`` also write it (Markdown, JSON, PNGs)."""
-    from .analyze import analyze
-    from .readers import read_msprof_op
+    """``profile analyze``: print the report (one section per rank and a cross-rank table for a
+    folder of ranks); with ``--out`` also write it (Markdown, JSON, PNGs)."""
+    from .analyze import ClusterReport, analyze, analyze_ranks
+    from .readers import csv_kind, find_runs, read_msprof_op
 
     if args.top < 1:
         return _fail(f"--top must be >= 1, got {args.top}")
     try:
+        p = Path(args.dir)
+        several = (p.is_dir() and len(find_runs(p)) > 1) or (
+            p.is_file() and p.suffix == ".csv" and csv_kind(p) == "cluster_step_trace")
+        if several and args.msprof_op:
+            return _fail("--msprof-op applies to one run; PATH holds several ranks: pass one rank's directory")
         op = read_msprof_op(args.msprof_op) if args.msprof_op else None
-        rep = analyze(args.dir, top=args.top, by=args.by, msprof_op=op)
+        if several:
+            rep = analyze_ranks(args.dir, top=args.top, by=args.by, chip=args.chip, strict=args.strict)
+        else:
+            rep = analyze(args.dir, top=args.top, by=args.by, msprof_op=op, chip=args.chip, strict=args.strict)
     except (FileNotFoundError, ValueError) as e:
         return _fail(str(e))
     if args.json:
         print(rep.to_json())
     else:
-        _print_report(rep, _console())
+        con = _console()
+        if isinstance(rep, ClusterReport):
+            con.print(f"[bold]{rep.source}[/bold]: {len(rep.ranks)} ranks", highlight=False)
+            cols = ["rank", "kernels", "compute_us", "computing", "communication_not_overlapped", "overlapped", "free",
+                    "stage", "stage_vs_fastest"]
+            con.print(_rich_table(rep.cross, cols, "Across ranks (us per step)"))
+            if rep.verdict:
+                con.print(rep.verdict, highlight=False)
+            for r in rep.ranks:
+                con.print()
+                _print_report(r, con)
+        else:
+            _print_report(rep, con)
     if args.out:
         files = rep.write(args.out, plots=not args.no_plots)
         if not args.json:
@@ -123,13 +163,16 @@ def run_compare(args) -> int:
     if args.top < 1:
         return _fail(f"--top must be >= 1, got {args.top}")
     try:
-        cmp = compare(args.base, args.new, by=args.by)
+        from .readers import load_run
+
+        cmp = compare(load_run(args.base, strict=args.strict), load_run(args.new, strict=args.strict), by=args.by)
     except (FileNotFoundError, ValueError) as e:
         return _fail(str(e))
     con = _console()
     t = cmp.totals
-    con.print(f"base {t['base_us']:.3f} us/step ({t['steps_base']} steps), new {t['new_us']:.3f} us/step "
-              f"({t['steps_new']} steps): {speedup_text(t)}, {geomean_text(t)}; "
+    con.print(f"compute kernels: base {t['base_us']:.3f} us/step ({t['steps_base']} steps), new {t['new_us']:.3f} "
+              f"us/step ({t['steps_new']} steps): {speedup_text(t)}, {geomean_text(t)}; communication (not "
+              f"compared): base {t['communication_base_us']:.3f}, new {t['communication_new_us']:.3f} us/step; "
               f"{t['keys_base_only']} base-only, {t['keys_new_only']} new-only",
               highlight=False)
     con.print(_rich_table(cmp.table.head(args.top), cmp.key + ["count_base", "count_new", "total_base_us",

@@ -18,6 +18,7 @@ import pandas as pd
 
 from .analyze import _fmt, _key_cols
 from .readers import Run, load_run
+from .step import communication_mask
 
 __all__ = ["Comparison", "compare", "steps_in"]
 
@@ -37,7 +38,8 @@ def _as_kernels(x, name):
         return x.kernels, str(x.path)
     if isinstance(x, pd.DataFrame):
         return x, x.attrs.get("source", f"<{name} DataFrame>")
-    raise TypeError(f"{name}: expected a run directory, readers.Run or kernel DataFrame, got {type(x).__name__}")
+    raise TypeError(f"{name}: expected a run directory or file, readers.Run or kernel DataFrame, "
+                    f"got {type(x).__name__}")
 
 
 def speedup_text(totals: dict) -> str:
@@ -45,8 +47,8 @@ def speedup_text(totals: dict) -> str:
     device time (a run whose kernels all last 0 us)."""
     empty = [n for n in ("base", "new") if not totals[f"{n}_us"] > 0]
     if empty:
-        return f"speedup undefined ({' and '.join(empty)} with no device time)"
-    return f"speedup {totals['speedup']:.3f}x"
+        return f"compute speedup undefined ({' and '.join(empty)} with no compute kernel time)"
+    return f"compute speedup {totals['speedup']:.3f}x (compute kernels only, communication excluded)"
 
 
 def geomean_text(totals: dict) -> str:
@@ -68,7 +70,9 @@ class Comparison:
     ``total_base_us``, ``total_new_us`` (per step, us), ``mean_base_us``, ``mean_new_us`` (per
     launch, us), ``ratio`` (total_new / total_base; NaN when the key is on one side only),
     ``status`` (``both``, ``base only``, ``new only``), sorted by the larger per-step total.
-    ``totals``: ``base_us`` / ``new_us`` (per-step device time of all kernels), ``speedup``
+    ``totals``: ``base_us`` / ``new_us`` (per-step time of the compute kernels: communication
+    tasks are left out of the table and the totals, as their time is mostly waiting on other
+    ranks), ``communication_base_us`` / ``communication_new_us`` (per step), ``speedup``
     (base_us / new_us), ``geomean_speedup`` (geometric mean of base/new over keys on both sides
     with nonzero times; NaN when there is none), ``keys_geomean`` (how many keys it averages),
     ``steps_base``, ``steps_new``, ``keys_both``, ``keys_base_only``, ``keys_new_only``.
@@ -84,8 +88,10 @@ class Comparison:
         """Markdown: totals line and the per-key table (``top`` rows when given)."""
         t = self.totals
         lines = [f"# Compare: base `{self.base}` vs new `{self.new}`", "",
-                 f"- per-step device time: base {t['base_us']:.3f} us ({t['steps_base']} step(s)), "
-                 f"new {t['new_us']:.3f} us ({t['steps_new']} step(s))",
+                 f"- per-step compute kernel time: base {t['base_us']:.3f} us ({t['steps_base']} step(s)), "
+                 f"new {t['new_us']:.3f} us ({t['steps_new']} step(s)); communication tasks (not compared, "
+                 f"their time is mostly waiting on other ranks): base {t['communication_base_us']:.3f} us, "
+                 f"new {t['communication_new_us']:.3f} us",
                  f"- total (base / new): {speedup_text(t)}; {geomean_text(t)}",
                  f"- keys only in base: {t['keys_base_only']}; only in new: {t['keys_new_only']}", ""]
         cols = self.key + ["count_base", "count_new", "total_base_us", "total_new_us", "ratio", "status"]
@@ -141,6 +147,11 @@ def compare(base, new, by="type") -> Comparison:
         if missing:
             raise ValueError(f"{name}: missing columns {missing}; expected the normalised kernel table")
     nb, nn = steps_in(kb), steps_in(kn)
+    comm = {}
+    for name, k in (("base", kb), ("new", kn)):
+        m = communication_mask(k)
+        comm[name] = float(k.loc[m, "duration_us"].sum()) / (nb if name == "base" else nn)
+    kb, kn = kb[~communication_mask(kb)], kn[~communication_mask(kn)]
 
     def agg(k, n, suffix):
         k = k.copy()
@@ -171,5 +182,6 @@ def compare(base, new, by="type") -> Comparison:
               "geomean_speedup": geo, "steps_base": nb, "steps_new": nn,
               "keys_both": int((t["status"] == "both").sum()), "keys_geomean": len(both),
               "keys_base_only": int((t["status"] == "base only").sum()),
-              "keys_new_only": int((t["status"] == "new only").sum())}
+              "keys_new_only": int((t["status"] == "new only").sum()),
+              "communication_base_us": comm["base"], "communication_new_us": comm["new"]}
     return Comparison(base=sb, new=sn, key=cols, table=t, totals=totals)

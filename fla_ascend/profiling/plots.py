@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pandas as pd
 
-__all__ = ["plot_time_share", "plot_pipe_ratios", "plot_block_times", "plot_compare"]
+__all__ = ["plot_time_share", "plot_pipe_ratios", "plot_step_split", "plot_cross_rank", "plot_block_times",
+           "plot_compare"]
 
 _PIPE_ORDER = ["mac", "MTE1", "MTE2(cube)", "fixpipe", "scalar(cube)", "vec", "MTE2(vector)", "MTE3",
                "scalar(vector)", "MTE2", "scalar"]
@@ -38,7 +39,7 @@ def _save(fig, path) -> Path:
 
 
 def plot_time_share(summary: pd.DataFrame, path, top: int = 10) -> Path:
-    """Horizontal bars: share of device time (percent) of the ``top`` kernel keys of
+    """Horizontal bars: share of compute kernel time (percent) of the ``top`` kernel keys of
     ``analyze.kernel_summary`` output, the rest lumped as "other". Returns the PNG path.
 
     Raises:
@@ -65,38 +66,91 @@ def plot_time_share(summary: pd.DataFrame, path, top: int = 10) -> Path:
     ax.set_yticklabels(labels, fontsize=8)
     for yi, v in zip(y, vals):
         ax.text(v, yi, f" {v:.1f}%", va="center", fontsize=8)
-    ax.set_xlabel("share of device time (%)")
+    ax.set_xlabel("share of compute kernel time (%)")
     ax.set_xlim(0, max(vals + [1]) * 1.18)
-    ax.set_title("Device time by kernel")
+    ax.set_title("Compute time by kernel (communication excluded)")
     return _save(fig, path)
 
 
 def plot_pipe_ratios(bounds: pd.DataFrame, path, top: int = 10) -> Path | None:
-    """Stacked horizontal bars of the mean pipe busy ratios (``analyze.bound_table`` output) of
-    the ``top`` keys, annotated with the bound label. Ratios overlap (they do not sum to 1), so
-    the stack shows how busy each pipe is, not a split of time. Returns the path, or ``None``
-    when no key has PMU ratios."""
+    """Heatmap of the mean pipe busy ratios (``analyze.bound_table`` output) of the ``top``
+    keys: one row per kernel key, one column per pipe, each cell a ratio 0-1 written in it, the
+    bound label at the row's end. Ratios are independent busy fractions (they overlap and do not
+    sum to 1), so they are never stacked. Returns the path, or ``None`` when no key has ratios."""
     pipes = [p for p in _PIPE_ORDER if p in bounds.columns]
     b = bounds.head(top)
     if not pipes or b[pipes].fillna(0).to_numpy().sum() == 0:
         return None
-    fig = _figure(10, 0.5 * len(b) + 1.8)
+    pipes = [p for p in pipes if b[p].notna().any()]
+    vals = b[pipes].astype(float).to_numpy()
+    fig = _figure(1.0 * len(pipes) + 6.5, 0.45 * len(b) + 2.0)
     ax = fig.add_subplot(111)
-    y = list(range(len(b)))[::-1]
-    left = [0.0] * len(b)
-    cmap = __import__("matplotlib").colormaps["tab20"]
-    for i, p in enumerate(pipes):
-        vals = b[p].fillna(0).astype(float).tolist()
-        ax.barh(y, vals, left=left, label=p, color=cmap(i))
-        left = [l + v for l, v in zip(left, vals)]
+    im = ax.imshow(vals, vmin=0.0, vmax=1.0, cmap="viridis", aspect="auto")
+    ax.set_xticks(range(len(pipes)))
+    ax.set_xticklabels(pipes, rotation=35, ha="right", fontsize=8)
+    ax.set_yticks(range(len(b)))
+    ax.set_yticklabels([f"{_label(r, 40)}: {r['bound']}" for _, r in b.iterrows()], fontsize=8)
+    for i in range(vals.shape[0]):
+        for j in range(vals.shape[1]):
+            v = vals[i, j]
+            if v == v:  # not NaN
+                ax.text(j, i, f"{v:.2f}", ha="center", va="center", fontsize=7, color="white" if v < 0.6 else "black")
+    fig.colorbar(im, ax=ax, fraction=0.03, label="busy ratio (0-1, per pipe)")
+    ax.set_title("Pipe busy ratios of the top compute kernels (each pipe separately)")
+    return _save(fig, path)
+
+
+_SPLIT = [("computing", "compute", "#4C72B0"),
+          ("communication_not_overlapped", "communication not overlapped", "#C44E52"),
+          ("free", "free (idle)", "#BBBBBB")]
+
+
+def plot_step_split(table: pd.DataFrame, path) -> Path:
+    """Stacked horizontal bars, one per rank: the step's compute, communication not overlapped
+    and free time (us, or ms for steps over 10 ms; they add up to the step's wall time), each part's share written in it.
+    ``table``: ``step.cross_rank`` output (or any frame with ``rank``, ``computing``,
+    ``communication_not_overlapped``, ``free``, ``stage``)."""
+    t = table[table["stage"].notna()].reset_index(drop=True)
+    scale, unit = (1e-3, "ms") if t["stage"].max() > 1e4 else (1.0, "us")
+    fig = _figure(10, 0.55 * len(t) + 2.2)
+    ax = fig.add_subplot(111)
+    y = list(range(len(t)))[::-1]
+    left = [0.0] * len(t)
+    for col, label, color in _SPLIT:
+        v = (t[col].fillna(0).astype(float) * scale).tolist()
+        ax.barh(y, v, left=left, color=color, label=label)
+        for yi, l, x, st in zip(y, left, v, t["stage"] * scale):
+            if st > 0 and x / st > 0.06:
+                ax.text(l + x / 2, yi, f"{x / st:.0%}", ha="center", va="center", fontsize=8, color="white")
+        left = [a + b for a, b in zip(left, v)]
     ax.set_yticks(y)
-    ax.set_yticklabels([_label(r, 40) for _, r in b.iterrows()], fontsize=8)
-    for yi, l, lab in zip(y, left, b["bound"].fillna("")):
-        ax.text(l, yi, f" {lab}", va="center", fontsize=7)
-    ax.set_xlabel("pipe busy ratio (stacked; each 0-1)")
-    ax.set_xlim(0, max(left + [1]) * 1.35)
-    ax.legend(fontsize=7, ncol=2, loc="upper right")
-    ax.set_title("Pipe utilisation of the top kernels")
+    ax.set_yticklabels([f"rank {int(r)}" for r in t["rank"]], fontsize=9)
+    ax.set_xlabel(f"time per step ({unit})")
+    ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.22), ncol=3, frameon=False)
+    ax.set_title("Step split per rank (step_trace_time.csv)")
+    return _save(fig, path)
+
+
+def plot_cross_rank(table: pd.DataFrame, path) -> Path:
+    """Grouped bars per rank: how much longer than the fastest rank each part of its step is
+    (us; ``*_vs_fastest`` columns of ``step.cross_rank``), so the slowest rank's extra time is
+    attributed at a glance."""
+    t = table[table["stage"].notna()].reset_index(drop=True)
+    fig = _figure(9, 4.2)
+    ax = fig.add_subplot(111)
+    n = len(_SPLIT) + 1
+    w = 0.8 / n
+    x = list(range(len(t)))
+    series = _SPLIT + [("stage", "whole step", "#333333")]
+    for i, (col, label, color) in enumerate(series):
+        ax.bar([xi - 0.4 + w * (i + 0.5) for xi in x], t[f"{col}_vs_fastest"].astype(float), width=w, color=color,
+               label=label)
+    ax.axhline(0, color="black", linewidth=0.8)
+    ax.set_xticks(x)
+    ax.set_xticklabels([f"rank {int(r)}" for r in t["rank"]])
+    ax.set_ylabel("difference from the fastest rank (us)")
+    ax.legend(fontsize=8)
+    ax.set_title("Where each rank's step differs from the fastest rank's")
     return _save(fig, path)
 
 
@@ -140,6 +194,6 @@ def plot_compare(cmp, path, top: int = 15) -> Path:
     ax.set_xlabel("time per step (us)")
     from .compare import speedup_text
 
-    ax.set_title(f"new vs base: total {speedup_text(cmp.totals)} (ratio = new / base)")
+    ax.set_title(f"new vs base: {speedup_text(cmp.totals)}\n(ratio = new / base, per step)", fontsize=10)
     ax.legend(fontsize=8)
     return _save(fig, path)

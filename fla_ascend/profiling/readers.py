@@ -1,4 +1,6 @@
-"""Read Ascend profiler output (torch_npu / MindSpore / msprof op) into pandas DataFrames.
+"""Read Ascend profiler output (torch_npu / MindSpore runs, folders of ranks, msprof app-mode
+``PROF_*`` / ``mindstudio_profiler_output`` folders, single CSV files, msprof op) into pandas
+DataFrames.
 
 Nothing here needs an NPU, CANN, torch_npu or torch: only the standard library, NumPy and pandas.
 The formats and their quirks are described in ``docs/profiling.md`` (facts taken from the public
@@ -49,6 +51,10 @@ cell parses as a number, else as text.
 Every reader raises :class:`ProfilingFormatError` (a ``ValueError``) naming the file, the line
 (1-based, as an editor counts) and the column (1-based, plus the header name) of the first cell
 it cannot read, and :class:`FileNotFoundError` naming the path when a file or directory is absent.
+Readers that take ``issues`` (a list) skip a row whose field count differs from the header's
+and append a :class:`RowIssue` (file, line, what is wrong) instead; :func:`load_run` does so
+unless ``strict=True``. Each reader checks the kind of file from its header
+(:func:`file_kind`): an ``op_summary`` passed as a step trace is an error naming both.
 """
 from __future__ import annotations
 
@@ -83,7 +89,20 @@ __all__ = [
     "read_profiler_info",
     "read_msprof_op",
     "load_run",
+    "load_runs",
     "parse_shapes",
+    "RowIssue",
+    "FILE_KINDS",
+    "file_kind",
+    "csv_kind",
+    "normalise_kernel_name",
+    "read_task_time",
+    "kernels_from_task_time",
+    "read_communication",
+    "read_trace_overlap",
+    "empty_kernels",
+    "layout_of",
+    "msprof_files",
 ]
 
 #: Directory-name endings of one profiler collection: torch_npu, MindSpore, our CUDA collector.
@@ -117,6 +136,13 @@ _KERNEL_MAP: dict[str, tuple[str, str]] = {
     "Output Data Types": ("output_dtypes", "str"),
     "Output Formats": ("output_formats", "str"),
     "Context ID": ("context_id", "str"),
+    # msprof app-mode op_summary_*.csv names of the same columns
+    "Op Name": ("name", "str"),
+    "OP Type": ("type", "str"),
+    "Task Type": ("core", "str"),
+    "Task Start Time(us)": ("start_us", "time"),
+    "Task Duration(us)": ("duration_us", "float"),
+    "Task Wait Time(us)": ("wait_us", "float"),
 }
 
 #: Columns every normalised kernel table has, in this order (PMU and unknown columns follow).
@@ -128,7 +154,8 @@ KERNEL_COLUMNS = [
 ]
 _KERNEL_KINDS = {v[0]: v[1] for v in _KERNEL_MAP.values()}
 _KERNEL_KINDS["start_ns"] = "int"
-_REQUIRED_KERNEL_HEADERS = ("Name", "Accelerator Core", "Duration(us)")
+# each required column, under its kernel_details or op_summary name
+_REQUIRED_KERNEL_HEADERS = (("Name", "Op Name"), ("Accelerator Core", "Task Type"), ("Duration(us)", "Task Duration(us)"))
 
 _NA = {"", "N/A", "NA", "n/a", "nan", "NaN", "None", "null", "-"}
 
@@ -157,11 +184,26 @@ def _clean(cell: str) -> str:
     return cell.strip().strip('"').strip()
 
 
-def read_csv_table(path) -> tuple[list[str], list[tuple[int, list[str]]]]:
-    """Read a profiler CSV strictly.
+@dataclasses.dataclass(frozen=True)
+class RowIssue:
+    """A malformed row that a lenient read skipped: ``path``, ``line`` (1-based), ``message``."""
+
+    path: str
+    line: int
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.path}, line {self.line}: {self.message}"
+
+
+def read_csv_table(path, issues: list | None = None) -> tuple[list[str], list[tuple[int, list[str]]]]:
+    """Read a profiler CSV.
 
     Args:
         path: file path (``str`` or ``Path``).
+        issues: ``None`` (strict: a row whose field count differs from the header's raises), or
+            a list: such a row is skipped and a :class:`RowIssue` (file, line, what is wrong)
+            appended to it.
 
     Returns:
         ``(header, rows)``: the header cells (cleaned) and a list of ``(line_number, cells)``,
@@ -208,7 +250,10 @@ def read_csv_table(path) -> tuple[list[str], list[tuple[int, list[str]]]]:
                         col = len(header) + 1
                         msg = (f"expected {len(header)} fields as in the header, got {len(cells)}; "
                                f"column {col} has no header")
-                    raise ProfilingFormatError(path, line, col, msg)
+                    if issues is None:
+                        raise ProfilingFormatError(path, line, col, msg)
+                    issues.append(RowIssue(str(path), line, f"{msg}; row skipped"))
+                    continue
                 rows.append((line, cells))
     except UnicodeDecodeError as e:
         raise ProfilingFormatError(path, None, None, f"not UTF-8 text ({e})") from None
@@ -330,8 +375,36 @@ def parse_shapes(text) -> tuple[tuple[int, ...], ...]:
 # --------------------------------------------------------------------------- directories
 
 
+MSPROF_OUTPUT_SUBDIR = "mindstudio_profiler_output"
+#: Files that make a directory holding them directly a run (tests and tools pass such folders).
+_BARE_RUN_FILES = ("kernel_details.csv", "step_trace_time.csv", "trace_view.json")
+
+
 def _is_run_dir(p: Path) -> bool:
-    return p.is_dir() and (p.name.endswith(RUN_DIR_SUFFIXES) or (p / OUTPUT_SUBDIR).is_dir())
+    if not p.is_dir():
+        return False
+    if p.name.endswith(RUN_DIR_SUFFIXES) or (p / OUTPUT_SUBDIR).is_dir() or (p / MSPROF_OUTPUT_SUBDIR).is_dir():
+        return True
+    if p.name == MSPROF_OUTPUT_SUBDIR:
+        return True
+    return any((p / f).is_file() for f in _BARE_RUN_FILES)
+
+
+def layout_of(run: Path) -> str:
+    """``"msprof"`` for an msprof app-mode output (``PROF_*`` holding ``mindstudio_profiler_output``,
+    or that folder itself), ``"framework"`` for a torch_npu / MindSpore run or a bare folder."""
+    run = Path(run)
+    return "msprof" if (run / MSPROF_OUTPUT_SUBDIR).is_dir() or run.name == MSPROF_OUTPUT_SUBDIR else "framework"
+
+
+def _msprof_dir(run: Path) -> Path:
+    return run if run.name == MSPROF_OUTPUT_SUBDIR else run / MSPROF_OUTPUT_SUBDIR
+
+
+def msprof_files(run, prefix: str) -> list[Path]:
+    """The ``<prefix>_*.csv`` files of an msprof output (``op_summary``, ``op_statistic``,
+    ``task_time``), sorted by name (``op_summary_slice_0``, ``_1``... in order)."""
+    return sorted(_msprof_dir(Path(run)).glob(f"{prefix}_*.csv"))
 
 
 def find_runs(path) -> list[Path]:
@@ -354,6 +427,8 @@ def find_runs(path) -> list[Path]:
         raise FileNotFoundError(f"profiler directory not found: {p}")
     if p.is_dir() and p.name == OUTPUT_SUBDIR:
         return [p.parent]
+    if p.is_dir() and p.name == MSPROF_OUTPUT_SUBDIR and _is_run_dir(p.parent):
+        return [p.parent]
     if _is_run_dir(p):
         return [p]
     found: list[Path] = []
@@ -375,7 +450,8 @@ def find_runs(path) -> list[Path]:
     if not found:
         raise FileNotFoundError(
             f"no profiler run under {p}: expected a directory ending in "
-            f"{' / '.join(RUN_DIR_SUFFIXES)} or holding {OUTPUT_SUBDIR}/")
+            f"{' / '.join(RUN_DIR_SUFFIXES)}, or holding {OUTPUT_SUBDIR}/, {MSPROF_OUTPUT_SUBDIR}/ "
+            f"or one of {', '.join(_BARE_RUN_FILES)}")
     return sorted(found)
 
 
@@ -402,26 +478,28 @@ def _output_file(path, filename: str) -> Path:
 # --------------------------------------------------------------------------- kernel_details
 
 
-def read_kernel_details(path) -> pd.DataFrame:
-    """Read ``kernel_details.csv`` into the normalised kernel table (see the module docstring).
+def read_kernel_details(path, issues: list | None = None) -> pd.DataFrame:
+    """Read ``kernel_details.csv`` (torch_npu / MindSpore) or an msprof ``op_summary_*.csv`` into
+    the normalised kernel table (see the module docstring).
 
     Args:
         path: the CSV file, a run directory, or a parent holding exactly one run.
+        issues: ``None`` for a strict read, or a list that collects the malformed rows skipped
+            (see :func:`read_csv_table`).
 
     Returns:
         DataFrame with every column of :data:`KERNEL_COLUMNS` (absent ones filled with NA) and
-        the file's PMU/unknown columns after them. An empty file body gives zero rows.
+        the file's PMU/unknown columns after them. An empty file body gives zero rows. Where
+        ``Type`` is N/A (Level0 collections), ``type`` is the kernel name normalised by
+        :func:`normalise_kernel_name` and ``attrs["type_from_name"]`` is True.
 
     Raises:
-        FileNotFoundError, ProfilingFormatError (file, line, column), ValueError (several runs).
-        A header without ``Name``, ``Accelerator Core`` and ``Duration(us)`` is a
-        ProfilingFormatError on line 1.
+        FileNotFoundError, ProfilingFormatError (file, line, column; also a file of another
+        kind, naming both), ValueError (several runs).
     """
     f = _output_file(path, "kernel_details.csv")
-    header, rows = read_csv_table(f)
-    for h in _REQUIRED_KERNEL_HEADERS:
-        if h not in header:
-            raise ProfilingFormatError(f, 1, None, f"kernel_details header lacks {h!r}; got {header}")
+    _check_kind(f, _header_of(f), "kernels")
+    header, rows = read_csv_table(f, issues)
     data: dict[str, object] = {}
     extra: dict[str, object] = {}
     for idx, h in enumerate(header):
@@ -453,9 +531,102 @@ def read_kernel_details(path) -> pd.DataFrame:
                 out[col] = pd.array([pd.NA] * n, dtype="string")
     out.update(extra)
     df = pd.DataFrame(out)
+    missing_type = df["type"].isna()
+    df.attrs["type_from_name"] = bool(len(df)) and bool(missing_type.all())
+    if missing_type.any():
+        df.loc[missing_type, "type"] = df.loc[missing_type, "name"].map(
+            lambda n: pd.NA if n is pd.NA else normalise_kernel_name(n))
     df.attrs["source"] = str(f)
     df.attrs["header"] = header
     return df
+
+
+def normalise_kernel_name(name: str) -> str:
+    """The op type hidden in a kernel name, for runs without a ``Type`` column (Level0).
+
+    The last ``_``-separated part that is not a number, without a graph node index:
+    ``trans_TransData_0`` -> ``TransData``, ``aclnnMm_MatMulCommon_MatMulV2`` -> ``MatMulV2``,
+    ``ReduceSum7`` -> ``ReduceSum``, ``GatherV282`` -> ``GatherV2`` (a ``V<digit>`` version is
+    kept), ``hcom_allReduce__586_0_1`` -> ``hcom_allReduce_`` (as the ``Type`` column spells
+    HCCL tasks). A heuristic: on the corpus's Level1 runs it gives the ``Type`` of every kernel.
+    """
+    s = str(name).strip()
+    if s.startswith("hcom_"):
+        parts = [x for x in s[5:].split("_") if x]
+        return f"hcom_{parts[0]}_" if parts else s
+    parts = [x for x in s.split("_") if x]
+    while len(parts) > 1 and parts[-1].isdigit():
+        parts.pop()
+    last = parts[-1] if parts else s
+    m = re.match(r"^(.*V\d)\d*$", last)
+    if m:
+        return m.group(1)
+    return re.sub(r"(?<=[A-Za-z])\d+$", "", last)
+
+
+# --------------------------------------------------------------------------- file kinds
+
+#: File kinds :func:`file_kind` tells apart, with the file names that usually hold them.
+FILE_KINDS = {
+    "kernels": "kernel_details.csv / op_summary_*.csv",
+    "op_statistic": "op_statistic.csv / op_statistic_*.csv",
+    "step_trace": "step_trace_time.csv",
+    "cluster_step_trace": "cluster_step_trace_time.csv",
+    "task_time": "task_time_*.csv",
+    "operator_details": "operator_details.csv",
+}
+
+
+def file_kind(header) -> str | None:
+    """Which profiler table a CSV header belongs to (a key of :data:`FILE_KINDS`), or ``None``."""
+    h = set(header)
+    if all(any(x in h for x in alts) for alts in _REQUIRED_KERNEL_HEADERS):
+        return "kernels"
+    if {"OP Type", "Core Type", "Count", "Total Time(us)"} <= h:
+        return "op_statistic"
+    if {"Computing", "Communication(Not Overlapped)", "Free"} <= h:
+        return "cluster_step_trace" if {"Type", "Index"} <= h else "step_trace"
+    if {"kernel_name", "task_time(us)"} <= h:
+        return "task_time"
+    if "Host Self Duration(us)" in h or "Device Self Duration(us)" in h:
+        return "operator_details"
+    return None
+
+
+def _check_kind(f, header, *wanted) -> str:
+    kind = file_kind(header)
+    if kind not in wanted:
+        what = f"a {FILE_KINDS[kind]} table" if kind else "no profiler table this package knows"
+        if kind is None and "kernels" in wanted:
+            lacks = [" / ".join(alts) for alts in _REQUIRED_KERNEL_HEADERS if not any(a in header for a in alts)]
+            what += f"; it lacks {', '.join(repr(x) for x in lacks)}"
+        raise ProfilingFormatError(
+            f, 1, None, f"asked for {' or '.join(FILE_KINDS[w] for w in wanted)}, but its header is {what} "
+                        f"(header: {', '.join(header[:8])}{', ...' if len(header) > 8 else ''})")
+    return kind
+
+
+def csv_kind(path) -> str | None:
+    """:func:`file_kind` of a CSV file's header line.
+
+    Raises:
+        FileNotFoundError, ProfilingFormatError (not UTF-8, empty)."""
+    return file_kind(_header_of(path))
+
+
+def _header_of(path) -> list[str]:
+    """The cleaned cells of a CSV file's first line (checked before the rows are read)."""
+    f = Path(path)
+    if not f.is_file():
+        raise FileNotFoundError(f"profiler file not found: {f}")
+    try:
+        with open(f, newline="", encoding="utf-8-sig") as fh:
+            first = next(csv.reader(fh), None)
+    except UnicodeDecodeError as e:
+        raise ProfilingFormatError(f, None, None, f"not UTF-8 text ({e})") from None
+    if not first:
+        raise ProfilingFormatError(f, 1, None, "empty file: no header line")
+    return [_clean(c) for c in first]
 
 
 # --------------------------------------------------------------------------- generic tables
@@ -468,10 +639,13 @@ def _snake(name: str) -> str:
     return s
 
 
-def _generic_table(f: Path, numeric: Iterable[str] = ()) -> pd.DataFrame:
+def _generic_table(f: Path, numeric: Iterable[str] = (), issues: list | None = None, kinds=()) -> pd.DataFrame:
     """Read a CSV: headers to snake_case (``Total Time(us)`` -> ``total_time_us``); columns in
-    ``numeric`` (raw header names) must parse; others are numeric when every cell parses."""
-    header, rows = read_csv_table(f)
+    ``numeric`` (raw header names) must parse; others are numeric when every cell parses.
+    ``kinds``: the :func:`file_kind` values accepted (any when empty)."""
+    if kinds:
+        _check_kind(f, _header_of(f), *kinds)
+    header, rows = read_csv_table(f, issues)
     numeric = set(numeric)
     cols = {}
     for idx, h in enumerate(header):
@@ -516,9 +690,7 @@ def read_op_statistic(path, kernels: pd.DataFrame | None = None) -> pd.DataFrame
            "Min Time(us)": "min_us", "Avg Time(us)": "avg_us", "Max Time(us)": "max_us",
            "Ratio(%)": "ratio_pct", "Device_id": "device_id", "Device Id": "device_id"}
     header, rows = read_csv_table(f)
-    for h in ("OP Type", "Core Type", "Count", "Total Time(us)"):
-        if h not in header:
-            raise ProfilingFormatError(f, 1, None, f"op_statistic header lacks {h!r}; got {header}")
+    _check_kind(f, header, "op_statistic")
     cols = {}
     for idx, h in enumerate(header):
         if h not in raw:
@@ -568,15 +740,169 @@ def read_operator_details(path) -> pd.DataFrame:
     return _generic_table(_output_file(path, "operator_details.csv"))
 
 
-def read_step_trace(path) -> pd.DataFrame:
-    """Read ``step_trace_time.csv`` (per-step totals: ``Computing``, ``Communication(Not
-    Overlapped)``, ``Free``, ...). Headers become snake_case (``communication_not_overlapped``);
-    all times are microseconds; numeric columns become float64.
+def read_step_trace(path, issues: list | None = None) -> pd.DataFrame:
+    """Read ``step_trace_time.csv`` (per-step totals) or msprof-analyze's
+    ``cluster_step_trace_time.csv`` (one row per rank / stage).
+
+    Headers become snake_case: ``step``, ``computing``, ``communication_not_overlapped``,
+    ``overlapped``, ``communication``, ``free``, ``stage`` (the step's wall time), ``bubble``,
+    ``preparing`` (newer torch_npu), ``device_id`` (newer torch_npu), and for the cluster file
+    ``type`` (``rank`` / ``stage``) and ``index``. All times are microseconds, float64.
+    ``computing + communication_not_overlapped + free = stage``.
 
     Raises:
-        FileNotFoundError, ProfilingFormatError.
+        FileNotFoundError, ProfilingFormatError (also when the file is another kind of table,
+        naming both).
     """
-    return _generic_table(_output_file(path, "step_trace_time.csv"))
+    return _generic_table(_output_file(path, "step_trace_time.csv"), issues=issues,
+                          kinds=("step_trace", "cluster_step_trace"))
+
+
+def read_task_time(path, issues: list | None = None) -> pd.DataFrame:
+    """Read an msprof ``task_time_*.csv`` (one row per device task, kernels and runtime tasks).
+
+    Returns:
+        DataFrame: ``device_id``, ``kernel_name``, ``kernel_type``, ``stream_id``, ``task_id``,
+        ``task_time_us``, ``task_start_us``, ``task_stop_us`` (microseconds, float64; the TAB
+        msprof appends to the times is stripped).
+
+    Raises:
+        FileNotFoundError, ProfilingFormatError (also for another kind of table).
+    """
+    return _generic_table(Path(path), issues=issues, kinds=("task_time",))
+
+
+def kernels_from_task_time(tasks: pd.DataFrame) -> pd.DataFrame:
+    """A normalised kernel table from msprof ``task_time`` rows that name a kernel (``kernel_name``
+    not N/A): ``name``, ``type`` (normalised name), ``core`` (``kernel_type``), ``start_us``,
+    ``duration_us`` (``task_time_us``), ``stream_id``, ``task_id``; the other columns NA."""
+    t = tasks[tasks["kernel_name"].notna()] if "kernel_name" in tasks else tasks.iloc[0:0]
+    n = len(t)
+    out = {}
+    for col in KERNEL_COLUMNS:
+        kind = _KERNEL_KINDS.get(col, "str")
+        out[col] = (np.full(n, np.nan) if kind in ("float", "time")
+                    else pd.array([pd.NA] * n, dtype="Int64") if kind == "int"
+                    else pd.array([pd.NA] * n, dtype="string"))
+    names = t["kernel_name"].astype("string") if n else pd.array([], dtype="string")
+    out["name"] = pd.array(list(names), dtype="string")
+    out["type"] = pd.array([normalise_kernel_name(x) for x in names], dtype="string")
+    out["core"] = pd.array(list(t["kernel_type"].astype("string")), dtype="string") if n else out["core"]
+    out["duration_us"] = t["task_time_us"].to_numpy(dtype=np.float64) if n else out["duration_us"]
+    out["start_us"] = t["task_start_us"].to_numpy(dtype=np.float64) if n else out["start_us"]
+    for c in ("stream_id", "task_id", "device_id"):
+        if n and c in t:
+            out[c] = pd.array([pd.NA if pd.isna(v) else int(v) for v in t[c]], dtype="Int64")
+    df = pd.DataFrame(out)
+    df.attrs["source"] = tasks.attrs.get("source", "")
+    df.attrs["type_from_name"] = True
+    return df
+
+
+def read_communication(path) -> pd.DataFrame:
+    """Read ``communication.json`` (per step, per collective / p2p operation).
+
+    Returns:
+        DataFrame, one row per operation: ``step`` (``step50`` -> 50, NA when not a number),
+        ``group`` (``collective`` / ``p2p``), ``op`` (the HCCL op name, e.g.
+        ``hcom_allReduce__586_0_1@...``), ``op_type`` (``allReduce``, ``send``...: the name
+        without its ``hcom_`` prefix and indices), ``elapse_ms``, ``transit_ms``, ``wait_ms``,
+        ``sync_ms``, ``idle_ms`` (milliseconds, as the file has them), ``size_mb`` (transit size
+        summed over the links, MB; 0 when the file gives none), ``bandwidth_gbs`` (``size_mb /
+        link transit time``, GB/s, over the links that moved data; NaN when none did),
+        ``links`` (the links that moved data, e.g. ``HCCS``). Operations named
+        ``Total Op Info`` (the file's own sums) are left out.
+
+    Raises:
+        FileNotFoundError, ProfilingFormatError (malformed JSON).
+    """
+    f = _output_file(path, "communication.json")
+    try:
+        with open(f, encoding="utf-8") as fh:
+            data = json.load(fh)
+    except json.JSONDecodeError as e:
+        raise ProfilingFormatError(f, e.lineno, e.colno, f"malformed JSON: {e.msg}") from None
+    rows = []
+    for step_key, groups in (data or {}).items():
+        m = re.search(r"(\d+)$", str(step_key))
+        step = int(m.group(1)) if m else pd.NA
+        for group, ops in (groups or {}).items():
+            for op, info in (ops or {}).items():
+                if op.startswith("Total Op Info") or not isinstance(info, dict):
+                    continue
+                t = info.get("Communication Time Info", {}) or {}
+                bw = info.get("Communication Bandwidth Info", {}) or {}
+                size = 0.0
+                link_time = 0.0
+                links = []
+                for link, d in bw.items():
+                    if link == "SDMA" or not isinstance(d, dict):
+                        continue  # SDMA repeats the HCCS/PCIE/SIO traffic it carries
+                    mb = float(d.get("Transit Size(MB)") or 0)
+                    if mb > 0:
+                        size += mb
+                        link_time += float(d.get("Transit Time(ms)") or 0)
+                        links.append(link)
+                name = op.split("@")[0]
+                mt = re.match(r"^hcom_([A-Za-z]+)", name)
+                rows.append({
+                    "step": step, "group": group, "op": op, "op_type": mt.group(1) if mt else name,
+                    "elapse_ms": float(t.get("Elapse Time(ms)", math.nan)),
+                    "transit_ms": float(t.get("Transit Time(ms)", math.nan)),
+                    "wait_ms": float(t.get("Wait Time(ms)", math.nan)),
+                    "sync_ms": float(t.get("Synchronization Time(ms)", math.nan)),
+                    "idle_ms": float(t.get("Idle Time(ms)", math.nan)),
+                    "size_mb": size,
+                    "bandwidth_gbs": size / link_time if link_time > 0 else math.nan,
+                    "links": "+".join(links),
+                })
+    cols = ["step", "group", "op", "op_type", "elapse_ms", "transit_ms", "wait_ms", "sync_ms", "idle_ms",
+            "size_mb", "bandwidth_gbs", "links"]
+    df = pd.DataFrame(rows, columns=cols)
+    df["step"] = df["step"].astype("Int64")
+    df.attrs["source"] = str(f)
+    return df
+
+
+_OVERLAP_NAMES = {"Computing": "computing", "Communication(Not Overlapped)": "communication_not_overlapped",
+                  "Communication": "communication", "Free": "free"}
+
+
+def read_trace_overlap(path) -> dict | None:
+    """Step split from the ``Overlap Analysis`` rows of a chrome trace (``trace_view.json``).
+
+    Args:
+        path: the JSON file, or a run directory holding ``ASCEND_PROFILER_OUTPUT/trace_view.json``.
+
+    Returns:
+        ``{"computing": us, "communication_not_overlapped": us, "communication": us, "free": us,
+        "stage": us}`` (sums of the events' durations, microseconds; ``stage`` = first start to
+        last end of those events), or ``None`` when the trace has no ``Overlap Analysis``
+        process.
+
+    Raises:
+        FileNotFoundError, ProfilingFormatError (malformed JSON).
+    """
+    f = _output_file(path, "trace_view.json")
+    try:
+        with open(f, encoding="utf-8") as fh:
+            data = json.load(fh)
+    except json.JSONDecodeError as e:
+        raise ProfilingFormatError(f, e.lineno, e.colno, f"malformed JSON: {e.msg}") from None
+    events = data if isinstance(data, list) else (data or {}).get("traceEvents", [])
+    pids = {e.get("pid") for e in events if isinstance(e, dict) and e.get("ph") == "M"
+            and e.get("name") == "process_name" and (e.get("args") or {}).get("name") == "Overlap Analysis"}
+    if not pids:
+        return None
+    out = {v: 0.0 for v in _OVERLAP_NAMES.values()}
+    lo, hi = math.inf, -math.inf
+    for e in events:
+        if isinstance(e, dict) and e.get("ph") == "X" and e.get("pid") in pids and e.get("name") in _OVERLAP_NAMES:
+            ts, dur = float(e.get("ts", 0)), float(e.get("dur", 0))
+            out[_OVERLAP_NAMES[e["name"]]] += dur
+            lo, hi = min(lo, ts), max(hi, ts + dur)
+    out["stage"] = hi - lo if hi > lo else 0.0
+    return out
 
 
 # --------------------------------------------------------------------------- device / config
@@ -725,8 +1051,17 @@ def read_msprof_op(path) -> MsprofOpRun:
 
 @dataclasses.dataclass
 class Run:
-    """Everything read from one collection directory. Tables absent from the run are ``None``
-    (``op_statistic`` is built from the kernels when its file is absent)."""
+    """Everything read from one collection (one rank), or from one CSV / JSON file.
+
+    ``kernels`` is the normalised kernel table (zero rows when the run has none, e.g. a rank
+    whose export kept only its step trace); ``op_statistic`` is read or built from the kernels;
+    other tables absent from the run are ``None``. ``layout``: ``"framework"`` (torch_npu /
+    MindSpore), ``"msprof"`` (app mode) or ``"file"`` (one file given). ``rank``: from
+    ``profiler_info*.json`` (``rank_id``), else a ``rank<N>`` / ``rank_<N>`` in the directory
+    name, else the one ``Device_id`` of an msprof output, else ``None``.
+    ``communication``: :func:`read_communication`; ``overlap``: :func:`read_trace_overlap`;
+    ``task_time``: :func:`read_task_time`; ``issues``: the :class:`RowIssue` of every malformed
+    row skipped (empty with ``strict=True``, which raises instead)."""
 
     path: Path
     kernels: pd.DataFrame
@@ -735,35 +1070,154 @@ class Run:
     step_trace: pd.DataFrame | None
     device: DeviceInfo | None
     profiler_info: dict
+    layout: str = "framework"
+    rank: int | None = None
+    communication: pd.DataFrame | None = None
+    overlap: dict | None = None
+    task_time: pd.DataFrame | None = None
+    issues: list = dataclasses.field(default_factory=list)
 
 
-def load_run(path) -> Run:
-    """Read one run (a ``*_ascend_pt`` / ``*_ascend_ms`` / ``*_cuda_pt`` directory or a parent
-    holding exactly one): kernels, op statistic, operator details, step trace, device info,
-    profiler config.
+def empty_kernels() -> pd.DataFrame:
+    """A normalised kernel table with zero rows."""
+    return pd.DataFrame({c: (pd.Series(dtype="float64") if _KERNEL_KINDS.get(c) in ("float", "time")
+                             else pd.Series(dtype="Int64") if _KERNEL_KINDS.get(c) == "int"
+                             else pd.Series(dtype="string")) for c in KERNEL_COLUMNS})
+
+
+def _rank_of(run: Path, info: dict) -> int | None:
+    v = info.get("rank_id") if isinstance(info, dict) else None
+    try:
+        if v is not None and int(v) >= 0:
+            return int(v)
+    except (TypeError, ValueError):
+        pass
+    m = re.search(r"rank[_-]?(\d+)", run.name, flags=re.IGNORECASE)
+    return int(m.group(1)) if m else None
+
+
+def _load_file(f: Path, issues: list | None) -> Run:
+    """One CSV (kernel_details / op_summary, op_statistic, step trace, task_time) or a
+    trace_view.json, as a :class:`Run` with the tables that file gives."""
+    kernels, opstat, step, tasks, overlap = None, None, None, None, None
+    if f.suffix.lower() == ".json":
+        overlap = read_trace_overlap(f)
+        if overlap is None:
+            raise ProfilingFormatError(f, None, None, "no 'Overlap Analysis' process in this trace: nothing to analyse")
+    else:
+        kind = csv_kind(f)
+        if kind == "kernels":
+            kernels = read_kernel_details(f, issues)
+        elif kind == "op_statistic":
+            opstat = read_op_statistic(f)
+        elif kind in ("step_trace", "cluster_step_trace"):
+            step = read_step_trace(f, issues)
+        elif kind == "task_time":
+            tasks = read_task_time(f, issues)
+            kernels = kernels_from_task_time(tasks)
+        else:
+            raise ProfilingFormatError(
+                f, 1, None, f"not a profiler table this package reads (one of: {', '.join(FILE_KINDS.values())})")
+    kernels = kernels if kernels is not None else empty_kernels()
+    if opstat is None:
+        opstat = op_statistic_from_kernels(kernels)
+        opstat.attrs["built_from_kernels"] = True
+    return Run(path=f, kernels=kernels, op_statistic=opstat, operator_details=None, step_trace=step, device=None,
+               profiler_info={}, layout="file", rank=None, overlap=overlap, task_time=tasks,
+               issues=list(issues or []))
+
+
+def _load_msprof(run: Path, issues: list | None) -> Run:
+    d = _msprof_dir(run)
+    parts = [read_kernel_details(f, issues) for f in msprof_files(run, "op_summary")]
+    tasks = [read_task_time(f, issues) for f in msprof_files(run, "task_time")]
+    task_time = pd.concat(tasks, ignore_index=True) if tasks else None
+    if parts:
+        kernels = pd.concat(parts, ignore_index=True) if len(parts) > 1 else parts[0]
+        kernels.attrs.update(parts[0].attrs)
+    elif task_time is not None:
+        kernels = kernels_from_task_time(task_time)
+    else:
+        raise FileNotFoundError(f"no op_summary_*.csv or task_time_*.csv in {d}")
+    stats = msprof_files(run, "op_statistic")
+    if stats:
+        opstat = pd.concat([read_op_statistic(f) for f in stats], ignore_index=True)
+        opstat.attrs["built_from_kernels"] = False
+    else:
+        opstat = op_statistic_from_kernels(kernels)
+        opstat.attrs["built_from_kernels"] = True
+    dev = kernels["device_id"].dropna().unique()
+    return Run(path=run, kernels=kernels, op_statistic=opstat, operator_details=None, step_trace=None,
+               device=read_device_info(run), profiler_info={}, layout="msprof",
+               rank=int(dev[0]) if len(dev) == 1 else None, task_time=task_time, issues=list(issues or []))
+
+
+def load_run(path, strict: bool = False) -> Run:
+    """Read one run: a ``*_ascend_pt`` / ``*_ascend_ms`` / ``*_cuda_pt`` directory (or a folder
+    holding ``ASCEND_PROFILER_OUTPUT`` or the bare files), an msprof ``PROF_*`` /
+    ``mindstudio_profiler_output`` folder, a parent holding exactly one of these, or one file
+    (``kernel_details.csv``, ``op_summary_*.csv``, ``op_statistic*.csv``, ``step_trace_time.csv``,
+    ``cluster_step_trace_time.csv``, ``task_time_*.csv``, ``trace_view.json``).
+
+    Args:
+        path: as above.
+        strict: raise :class:`ProfilingFormatError` on the first malformed row; by default such
+            rows are skipped and listed in ``Run.issues``.
 
     Raises:
-        FileNotFoundError (no run, or no kernel_details.csv), ValueError (several runs; pass one),
-        ProfilingFormatError (file, line, column).
+        FileNotFoundError (no run; a run with neither kernels nor a step trace nor a trace),
+        ValueError (several runs: use :func:`load_runs`), ProfilingFormatError (file, line,
+        column).
     """
+    issues: list | None = None if strict else []
+    p = Path(path)
+    if p.is_file():
+        return _load_file(p, issues)
     run = _one_run(path)
-    kernels = read_kernel_details(run)
+    if layout_of(run) == "msprof":
+        return _load_msprof(run, issues)
 
-    def optional(fn):
+    def optional(fn, *a):
         try:
-            return fn(run)
+            return fn(run, *a)
         except FileNotFoundError:
             return None
 
+    kernels = optional(read_kernel_details, issues)
+    step = optional(read_step_trace, issues)
+    overlap = optional(read_trace_overlap)
+    comm = optional(read_communication)
+    if kernels is None and step is None and overlap is None:
+        raise FileNotFoundError(f"{run}: neither kernel_details.csv nor step_trace_time.csv nor a trace_view.json "
+                                f"with an Overlap Analysis")
+    if kernels is None:
+        kernels = empty_kernels()
+    info = read_profiler_info(run)
     return Run(
         path=run,
         kernels=kernels,
         op_statistic=read_op_statistic(run, kernels=kernels),
         operator_details=optional(read_operator_details),
-        step_trace=optional(read_step_trace),
+        step_trace=step,
         device=read_device_info(run),
-        profiler_info=read_profiler_info(run),
+        profiler_info=info,
+        layout="framework",
+        rank=_rank_of(run, info),
+        communication=comm,
+        overlap=overlap,
+        issues=list(issues or []),
     )
+
+
+def load_runs(path, strict: bool = False) -> list[Run]:
+    """Every run under ``path`` (one per rank for a parent folder of ranks; see
+    :func:`find_runs`), or the one run / file ``path`` is, read by :func:`load_run`, in rank
+    order (directory order where ranks are unknown)."""
+    p = Path(path)
+    if p.is_file():
+        return [load_run(p, strict)]
+    runs = [load_run(r, strict) for r in find_runs(p)]
+    return sorted(runs, key=lambda r: (r.rank is None, r.rank if r.rank is not None else 0, str(r.path)))
 
 
 def _ensure_dir(path) -> Path:

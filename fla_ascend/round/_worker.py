@@ -26,6 +26,8 @@ def main(argv: list[str]) -> int:
         if got != sha:
             print(f"overlay file {rel} has sha256 {got}, snapshot says {sha}", file=sys.stderr)
             return 3
+    from fla_ascend import backend  # noqa: F401  (before the suite imports triton: it decides interpreter mode)
+
     mod_name, fn_name = req["suite"].split(":", 1)
     run_suite = getattr(importlib.import_module(mod_name), fn_name)
     artifact = run_suite(

@@ -49,10 +49,10 @@ def test_shares_sum_to_one(bounds):
 
 @pytest.mark.parametrize("ratios,core,label,room", [
     ({"aic_mac_ratio": 0.85, "aic_mte2_ratio": 0.5}, "AI_CORE", "mac bound", 0.0),
-    ({"aic_mac_ratio": 0.2, "aic_mte2_ratio": 0.96}, "AI_CORE", "MTE2 bound", 0.0),
+    ({"aic_mac_ratio": 0.2, "aic_mte2_ratio": 0.96}, "AI_CORE", "MTE2(cube) bound", 0.0),
     ({"aic_mac_ratio": 0.2, "aic_mte2_ratio": 0.3, "aic_fixpipe_ratio": 0.85}, "AI_CORE", "fixpipe bound", 0.0),
     ({"aic_mac_ratio": 0.5, "aic_mte2_ratio": 0.6}, "AI_CORE", "not bound", 0.35),
-    ({"aiv_vec_ratio": 0.1, "aiv_mte2_ratio": 0.75, "aiv_mte3_ratio": 0.02}, "AI_VECTOR_CORE", "MTE2 bound", 0.0),
+    ({"aiv_vec_ratio": 0.1, "aiv_mte2_ratio": 0.75, "aiv_mte3_ratio": 0.02}, "AI_VECTOR_CORE", "MTE2(vector) bound", 0.0),
     ({"aiv_vec_ratio": 0.72, "aiv_mte2_ratio": 0.1, "aiv_mte3_ratio": 0.02}, "MIX_AIV", "vec bound", 0.0),
     ({"aiv_vec_ratio": 0.3, "aiv_mte2_ratio": 0.4, "aiv_mte3_ratio": 0.1}, "AI_VECTOR_CORE", "not bound", 0.6),  # max(0.7 - each), as the advisor
     ({"aiv_vec_ratio": 0.3, "aiv_mte2_ratio": 0.4, "aiv_mte3_ratio": 0.1, "aiv_scalar_ratio": 0.9},
@@ -115,8 +115,8 @@ def test_report_outputs(tmp_path):
     op = R.read_msprof_op(B.make_msprof_op(tmp_path / "op"))
     rep = A.analyze(FIXTURE, top=3, msprof_op=op)
     files = rep.write(tmp_path / "out")
-    assert set(files) == {"markdown", "json", "time_share", "pipe_ratios", "block_times"}
-    for k in ("time_share", "pipe_ratios", "block_times"):
+    assert set(files) == {"markdown", "json", "time_share", "pipe_ratios", "block_times", "step_split"}
+    for k in ("time_share", "pipe_ratios", "block_times", "step_split"):
         assert files[k].read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and files[k].stat().st_size > 5000
     md = files["markdown"].read_text()
     assert "| MatMulV3 | AI_CORE |" in md and "mac+MTE2 bound" in md and "Add" not in md.split("## Top")[1].split("##")[0]

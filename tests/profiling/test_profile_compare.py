@@ -95,7 +95,7 @@ def test_zero_time_and_empty_runs(runs, tmp_path):
     kb, kn = (R.read_kernel_details(r) for r in runs)
     zero = kn.assign(duration_us=0.0)
     cmp = C.compare(kb, zero)
-    assert C.speedup_text(cmp.totals) == "speedup undefined (new with no device time)"
+    assert C.speedup_text(cmp.totals) == "compute speedup undefined (new with no compute kernel time)"
     text = C.geomean_text(cmp.totals)
     assert "none with time on both sides" in text and "nan" not in text
     assert "nan" not in cmp.to_markdown().lower()
