@@ -119,8 +119,8 @@ def split_shapes(text: str) -> list[str]:
         for token in (t.strip() for t in part.split(",")):
             if not token:
                 continue
-            if "=" in token:
-                free.append(token)
+            if "=" in token or (free and token.upper() in DIM_ORDER):
+                free.append(token)  # a bare dimension after DIM=N parts: the parser says what is missing
                 continue
             if free:
                 items.append(",".join(free))
