@@ -37,7 +37,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 
 from fla_ascend import backend  # noqa: E402,F401  (before triton: it decides interpreter mode)
 from fla_ascend.bench import suite  # noqa: E402
-from fla_ascend.cli_common import split_list  # noqa: E402
+from fla_ascend.cli_common import output_dir, split_list  # noqa: E402
 from fla_ascend.tiling import grid  # noqa: E402
 
 conv = importlib.import_module("fla_ascend.ops.causal_conv1d.conv")
@@ -57,11 +57,12 @@ def _positive(text: str) -> int:
 
 def _out_dir(ap: argparse.ArgumentParser, path: str) -> Path:
     """Create the output folder before any timing, so that a bad ``--out`` costs no device time."""
-    out = Path(path)
     try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as e:
-        ap.error(f"--out: cannot create folder {path!r}: {e}")
+        out, created = output_dir(path, "--out")
+    except (ValueError, OSError) as e:
+        ap.error(str(e))
+    if created:
+        print(f"created folder {created} for --out", file=sys.stderr)
     return out
 
 

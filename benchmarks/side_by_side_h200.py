@@ -27,7 +27,7 @@ import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 from triton.testing import do_bench  # noqa: E402
 
-from fla_ascend.cli_common import require_cuda_gpu, split_list  # noqa: E402
+from fla_ascend.cli_common import output_dir, require_cuda_gpu, split_list  # noqa: E402
 from fla_ascend.ops import causal_conv1d  # noqa: E402
 from fla_ascend.ops.gated_delta_rule.reference import chunk_gated_delta_rule_ref  # noqa: E402
 from fla_ascend.ops.utils import rel_rmse  # noqa: E402
@@ -171,7 +171,10 @@ def main():
     p.add_argument("--sections", default="acc,gdn,decode,conv,layer")
     args = p.parse_args()
     require_cuda_gpu("benchmarks/side_by_side_h200.py")
-    os.makedirs(args.out, exist_ok=True)
+    try:
+        output_dir(args.out, "--out")
+    except (ValueError, OSError) as e:
+        p.error(str(e))
     rows = []
     t0 = time.time()
     a = torch.empty(2**30, dtype=torch.uint8, device=DEV)

@@ -41,7 +41,7 @@ from fla_ascend import backend  # noqa: E402  (before triton: it decides interpr
 import triton  # noqa: E402
 
 from fla_ascend.bench import report, suite  # noqa: E402
-from fla_ascend.cli_common import split_list  # noqa: E402
+from fla_ascend.cli_common import output_dir, split_list  # noqa: E402
 
 # The modules (their packages re-export functions of the same names).
 conv = importlib.import_module("fla_ascend.ops.causal_conv1d.conv")
@@ -171,8 +171,13 @@ def main(argv=None) -> int:
     if not plan:
         print(f"error: no case of {args.op} fits --shapes/--modes (see the notes above)", file=sys.stderr)
         return 2
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
+    try:
+        out, created = output_dir(args.out, "--out")
+    except (ValueError, OSError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    if created:
+        print(f"created folder {created} for --out", file=sys.stderr)
     arts, lines = {}, []
     for name, vals in variants:
         art = run_variant(args.op, vals, args.quick, args.shapes, modes)

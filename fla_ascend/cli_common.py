@@ -6,7 +6,7 @@ import re
 import sys
 from pathlib import Path
 
-__all__ = ["split_list", "output_file", "require_cuda_gpu"]
+__all__ = ["split_list", "output_file", "output_dir", "require_cuda_gpu"]
 
 
 def split_list(text: str | None) -> list[str] | None:
@@ -58,6 +58,35 @@ def output_file(path: str | Path, option: str) -> tuple[Path, Path | None]:
     if not existed:
         path.unlink()
     return path, created
+
+
+def output_dir(path: str | Path, option: str) -> tuple[Path, Path | None]:
+    """Make sure an output folder (``--out``, ``--workspace``, ``--dir``) can be used, before any
+    work is done.
+
+    An existing folder is used. A missing one is created when it lies under the current directory
+    or when only the folder itself is missing (its parent exists: that is the folder asked for);
+    a missing chain of folders elsewhere (``/nonexistent/out``) is refused. Returns ``(path,
+    created)`` as :func:`output_file`.
+
+    Raises:
+        ValueError: the path is a file, or a chain of missing folders outside the current
+            directory; the message names ``option``.
+        OSError: the folder cannot be created.
+    """
+    path = Path(path)
+    if path.is_dir():
+        return path, None
+    if path.exists():
+        raise ValueError(f"{option} {path} is a file; expected a folder")
+    cwd = Path.cwd().resolve()
+    target = path.resolve()
+    missing = next(p for p in [target, *target.parents][::-1] if not p.exists())
+    if missing != target and target != cwd and cwd not in target.parents:
+        raise ValueError(f"{option} {path}: folder {missing} does not exist; create it first (a missing chain of "
+                         f"folders is created only under the current directory, {cwd})")
+    path.mkdir(parents=True)
+    return path, missing
 
 
 def require_cuda_gpu(script: str) -> None:

@@ -164,3 +164,27 @@ def test_plot_has_no_empty_panel_and_labels_the_interpreter(tmp_path):
     assert h < w  # one row of panels (two rows made it taller than wide)
     assert "Triton interpreter" in report._meta_line(art)
     json.dumps(art)
+
+
+def test_output_folders_follow_the_same_rule(tmp_path, monkeypatch, capsys):
+    """``--out``/``--workspace``/``--dir``: the folder asked for is made when its parent exists or
+    under the current directory; a missing chain elsewhere is refused before any work."""
+    from fla_ascend.cli_common import output_dir
+
+    work = tmp_path / "work"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    assert output_dir(tmp_path / "one", "--out") == (tmp_path / "one", tmp_path / "one")
+    assert output_dir(tmp_path / "one", "--out") == (tmp_path / "one", None)
+    with pytest.raises(ValueError, match="does not exist"):
+        output_dir(tmp_path / "no" / "such", "--out")
+    assert not (tmp_path / "no").exists()
+    path, created = output_dir("a/b/c", "--out")
+    assert path.is_dir() and created == work / "a"
+    (work / "f").write_text("x")
+    with pytest.raises(ValueError, match="is a file"):
+        output_dir("f", "--out")
+    assert cli.main(["round", "init", "l2norm", "--workspace", str(tmp_path / "no" / "ws")]) == 2
+    assert "does not exist" in capsys.readouterr().err and not (tmp_path / "no").exists()
+    assert cli.main(["ir", "capture", "l2norm", "--dir", str(tmp_path / "no" / "ir")]) == 2
+    assert not (tmp_path / "no").exists()

@@ -19,7 +19,7 @@ import sys
 import time
 from pathlib import Path
 
-from fla_ascend.cli_common import split_list
+from fla_ascend.cli_common import output_dir, split_list
 
 __all__ = ["run_isolated", "main"]
 
@@ -214,11 +214,12 @@ def main(argv: list[str] | None = None) -> int:
     from fla_ascend.bench import report
 
     try:
+        output_dir(args.out, "--out")
         art = run_isolated(args.out, ops=split_list(args.ops), shapes=args.shapes, modes=split_list(args.modes),
                            providers=split_list(args.providers), dtype=args.dtype, quick=args.quick,
                            timeout_s=args.timeout, budget_s=args.budget, stem=args.stem,
                            log=lambda m: print(m, flush=True))
-    except ValueError as e:
+    except (ValueError, OSError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     report.print_table(art, compact=True)

@@ -11,6 +11,7 @@ import os
 import sys
 
 
+from fla_ascend.cli_common import output_dir
 from fla_ascend.cli_common import split_list as _csv
 
 
@@ -114,6 +115,7 @@ def run_round(args) -> int:
 
     try:
         if args.round_cmd == "init":
+            output_dir(args.workspace, "--workspace")
             kw = {}
             if args.suite:
                 kw["suite"] = args.suite
@@ -182,7 +184,7 @@ def run_round(args) -> int:
     except RoundError as e:
         print(f"refused: {e}", file=sys.stderr)
         return 2
-    except (ValueError, ComparisonError, RunnerError, FileNotFoundError) as e:
+    except (ValueError, ComparisonError, RunnerError, OSError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
 
@@ -192,6 +194,7 @@ def run_ir(args) -> int:
 
     try:
         if args.ir_cmd == "capture":
+            output_dir(args.dir, "--dir")
             man = ir.capture(args.op, args.dir, target=args.target, arch=args.arch, dtype=args.dtype,
                              mode=args.mode, source=args.source, python=args.python, shape=args.shape)
             for k in man["kernels"]:
@@ -204,7 +207,7 @@ def run_ir(args) -> int:
         else:
             print(ir.stages_text(args.dir, kernel=args.kernel, stage=args.stage))
         return 0
-    except (ValueError, ir.IRCaptureError, FileNotFoundError) as e:
+    except (ValueError, ir.IRCaptureError, OSError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
 
