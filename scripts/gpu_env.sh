@@ -1,5 +1,5 @@
-# Sourced by scripts/gpu_bench.sh and scripts/gpu_tier.sh: the set-up both need on the device
-# machine (no network). Sets root (and cd's there), OUT (default ./out, created) and PY
+# Sourced by scripts/gpu_bench.sh and scripts/gpu_tier.sh: the set-up both need on a CUDA
+# machine (possibly without network). Sets root (and cd's there), OUT (default ./out, created) and PY
 # ($PYTHON or python3); installs the wheels placed in .whl/ (flash-linear-attention,
 # pytest-xdist, ...; see shared/anchors.md) into .site/ unless the modules named in
 # $GPU_ENV_NEEDS already import; exports PYTHONPATH with .site/ and the checkout first. Exits
