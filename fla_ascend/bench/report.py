@@ -140,8 +140,8 @@ def write_markdown(artifact: dict, path: str | Path) -> Path:
 def write_plot(artifact: dict, path: str | Path) -> Path:
     """One PNG: per (op, mode), the median time of each provider per shape; below it, only when
     the run measured the copy bandwidth and matmul peak (GPU/NPU), the achieved fraction of each.
-    One y scale for all time panels of the figure (log when the times of the whole figure span
-    more than 10x, else linear from zero); the figure title names what the numbers are and, on
+    Up to three (op, mode) groups per row. One y scale, shared, for all time panels of the figure
+    (log when the times of the whole figure span more than 10x, else linear from zero); the figure title names what the numbers are and, on
     the CPU, that they are interpreter timings. Untimed cases are absent. Returns the path.
     """
     import matplotlib
@@ -158,14 +158,22 @@ def write_plot(artifact: dict, path: str | Path) -> Path:
     n = max(1, len(groups))
     all_ms = [r["ms"] for r in artifact["results"] if r.get("ms")]
     log_scale = bool(all_ms) and max(all_ms) > 10 * min(all_ms)
-    n_rows = 2 if (bw or peak) else 1
-    fig, axes = plt.subplots(n_rows, n, figsize=(max(6.0, 5.5 * n), 4 * n_rows + 0.6), squeeze=False)
+    per_group = 2 if (bw or peak) else 1
+    ncols = min(n, 3)
+    nrows = -(-n // ncols) * per_group
+    fig, axes = plt.subplots(nrows, ncols, figsize=(max(6.0, 5.5 * ncols), 4 * nrows + 0.6), squeeze=False)
+    time_axes = [axes[(i // ncols) * per_group][i % ncols] for i in range(n)]
+    for ax in time_axes[1:]:
+        ax.sharey(time_axes[0])  # one y scale for every time panel
+    for i in range(n, -(-n // ncols) * ncols):  # no empty panels: the grid's unused cells are switched off
+        for k in range(per_group):
+            axes[(i // ncols) * per_group + k][i % ncols].set_axis_off()
     for col, ((op, mode), rows) in enumerate(groups.items()):
         shapes = list(dict.fromkeys(r["shape"] for r in rows))
         provs = list(dict.fromkeys(r["provider"] for r in rows))
         x = np.arange(len(shapes))
         width = 0.8 / max(1, len(provs))
-        ax = axes[0][col]
+        ax = time_axes[col]
         for i, p in enumerate(provs):
             ms = [next((r["ms"] for r in rows if r["shape"] == s and r["provider"] == p and r["ms"]), np.nan)
                   for s in shapes]
@@ -176,8 +184,8 @@ def write_plot(artifact: dict, path: str | Path) -> Path:
         ax.set_ylabel("ms, median (lower is better)" + (", log scale" if log_scale else ""))
         ax.set_xticks(x + 0.4 - width / 2, shapes, rotation=20, ha="right", fontsize=7)
         ax.legend(fontsize=7)
-        if n_rows == 2:
-            axf = axes[1][col]
+        if per_group == 2:
+            axf = axes[(col // ncols) * 2 + 1][col % ncols]
             for i, p in enumerate(provs):
                 sel = [next((r for r in rows if r["shape"] == s and r["provider"] == p and r["ms"]), None)
                        for s in shapes]
@@ -190,7 +198,7 @@ def write_plot(artifact: dict, path: str | Path) -> Path:
             axf.legend(fontsize=6)
             axf.set_xticks(x + 0.4 - width / 2, shapes, rotation=20, ha="right", fontsize=7)
     title = "Median time per call of each provider (bars), by op and mode"
-    if n_rows == 2:
+    if per_group == 2:
         title += "; below: achieved GB/s and TFLOP/s as fractions of the copy bandwidth and bf16 matmul peak"
     fig.suptitle(title + "\n" + _meta_line(artifact), fontsize=7)
     fig.tight_layout()
