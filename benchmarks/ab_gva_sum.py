@@ -1,5 +1,7 @@
-"""A/B of the GVA group sum of dq and dk: the Triton stage (``ops/common/gva.py``, shipped) against
-the torch expression it replaced (``x.view(B, T, H, G, K).sum(3).to(dtype)``), in one process.
+"""Is the Triton GVA group sum of dq and dk faster than the torch expression it replaced, with the same result?
+
+An A/B in one process: the stage (``ops/common/gva.py``, shipped) against the torch expression
+(``x.view(B, T, H, G, K).sum(3).to(dtype)``). Exit status 1 when any output differs or a gate fails.
 
 1. Stage level: both on a ``[B, T, HV, K]`` float32 buffer (default the T32768 anchor's,
    ``[1, 32768, 32, 128]``), the stage at several tile sizes (``gva.TILE_ELEMS``); each output is

@@ -1,4 +1,7 @@
-"""A/B of the CUDA launch plans of the shipped memory-bound kernels, in one process.
+"""Which CUDA launch plan is fastest for the memory-bound kernels: the capped 1-D task plan, the uncapped one, or a 3-D grid?
+
+An A/B of the launch plans of the shipped conv forward and l2norm, in one process; exit status 1
+when any case fails its correctness gate.
 
 Each plan runs the benchmark suite (``fla-ascend bench``'s protocol: the correctness gate against
 the fp32 reference, then the median time) on the op's anchors; only the launch differs, patched
@@ -34,6 +37,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 
 from fla_ascend import backend  # noqa: E402,F401  (before triton: it decides interpreter mode)
 from fla_ascend.bench import suite  # noqa: E402
+from fla_ascend.cli_common import output_dir, split_list  # noqa: E402
 from fla_ascend.tiling import grid  # noqa: E402
 
 conv = importlib.import_module("fla_ascend.ops.causal_conv1d.conv")
@@ -53,11 +57,12 @@ def _positive(text: str) -> int:
 
 def _out_dir(ap: argparse.ArgumentParser, path: str) -> Path:
     """Create the output folder before any timing, so that a bad ``--out`` costs no device time."""
-    out = Path(path)
     try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as e:
-        ap.error(f"--out: cannot create folder {path!r}: {e}")
+        out, created = output_dir(path, "--out")
+    except (ValueError, OSError) as e:
+        ap.error(str(e))
+    if created:
+        print(f"created folder {created} for --out", file=sys.stderr)
     return out
 
 
@@ -82,7 +87,7 @@ def main(argv=None) -> int:
     ap.add_argument("--modes", default="fwd,fwdbwd", help="comma-separated, from fwd, fwdbwd (default both)")
     ap.add_argument("--quick", action="store_true", help="short timing budgets; small shapes on the CPU")
     args = ap.parse_args(argv)
-    modes = args.modes.split(",")
+    modes = split_list(args.modes) or []
     if not modes or any(m not in suite.MODES for m in modes):
         ap.error(f"--modes: expected a comma-separated list of {', '.join(suite.MODES)}, got {args.modes!r}")
     out = _out_dir(ap, args.out)

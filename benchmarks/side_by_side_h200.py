@@ -1,4 +1,4 @@
-"""Side-by-side timing of fla-ascend and flash-linear-attention in one process on a CUDA GPU.
+"""How fast are fla-ascend and flash-linear-attention side by side, in one process on a CUDA GPU?
 
 Produces the H200 numbers quoted in cases.md and the README (ratios measured in one run):
 the four GatedDeltaNet anchor shapes (forward, forward+backward, peak memory), decode state
@@ -27,6 +27,7 @@ import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 from triton.testing import do_bench  # noqa: E402
 
+from fla_ascend.cli_common import output_dir, require_cuda_gpu, split_list  # noqa: E402
 from fla_ascend.ops import causal_conv1d  # noqa: E402
 from fla_ascend.ops.gated_delta_rule.reference import chunk_gated_delta_rule_ref  # noqa: E402
 from fla_ascend.ops.utils import rel_rmse  # noqa: E402
@@ -169,7 +170,11 @@ def main():
     p.add_argument("--out", default=os.environ.get("OUT", "."))
     p.add_argument("--sections", default="acc,gdn,decode,conv,layer")
     args = p.parse_args()
-    os.makedirs(args.out, exist_ok=True)
+    require_cuda_gpu("benchmarks/side_by_side_h200.py")
+    try:
+        output_dir(args.out, "--out")
+    except (ValueError, OSError) as e:
+        p.error(str(e))
     rows = []
     t0 = time.time()
     a = torch.empty(2**30, dtype=torch.uint8, device=DEV)
@@ -178,7 +183,7 @@ def main():
     emit(args.out, rows, dict(section="machine", device=torch.cuda.get_device_name(), torch=torch.__version__,
                               copy_TBps=2 * 2**30 / copy_ms / 1e9, fla=fla_chunk is not None))
     del a, b
-    for s in args.sections.split(","):
+    for s in split_list(args.sections) or []:
         globals()["section_" + s](args.out, rows)
         print(f"# {s} done at {time.time() - t0:.0f}s", flush=True)
 

@@ -1,4 +1,6 @@
-"""A/B of the chunk stages' CUDA launch choices: every variant timed and checked in one run.
+"""Which CUDA launch options of each chunk stage are fastest while staying accurate and deterministic in bf16?
+
+An A/B of the chunk stages' CUDA launch choices: every variant timed and checked in one run.
 
 For each stage of the chunked gated delta rule selected with ``--stages`` (WY forward/backward,
 state recurrences, output stages, dq/dk/dw), every variant of
@@ -43,6 +45,7 @@ from fla_ascend.ops.common.chunk_o import chunk_bwd_dqkwg, chunk_bwd_dv_local, c
 from fla_ascend.ops.common.cumsum import chunk_gate_cumsum  # noqa: E402
 from fla_ascend.ops.common.wy import chunk_wy_bwd, chunk_wy_fwd, dv_operand_dtype, wy_bwd_operand_dtype  # noqa: E402
 from fla_ascend.ops.gated_delta_rule.reference import chunk_gated_delta_rule_ref  # noqa: E402
+from fla_ascend.cli_common import require_cuda_gpu, split_list  # noqa: E402
 from fla_ascend.ops.utils import rel_rmse  # noqa: E402
 
 torch.backends.cuda.matmul.allow_tf32 = False
@@ -205,11 +208,14 @@ def _worst(err: dict) -> str:
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--stages", default="wy_fwd,wy_bwd", help=f"comma-separated, from {','.join(VARIANTS)}")
+    ap.add_argument("--stages", default="wy_fwd,wy_bwd", help=f"commas or semicolons between them, from {','.join(VARIANTS)}")
     ap.add_argument("--base-only", action="store_true",
                     help="time only each stage's shipped table entry (to compare two source trees)")
     args = ap.parse_args()
-    unknown = sorted(set(args.stages.split(",")) - set(VARIANTS))
+    if DEV == "cuda":
+        require_cuda_gpu("benchmarks/tune_chunk_stages.py (DRY=1 runs its CPU smoke test)")
+    stages = split_list(args.stages) or []
+    unknown = sorted(set(stages) - set(VARIANTS))
     if unknown:
         ap.error(f"--stages: unknown {unknown}; known: {','.join(VARIANTS)}")
     os.makedirs(OUT, exist_ok=True)  # before minutes of timing, not after
@@ -217,7 +223,7 @@ def main():
     t_start = time.time()
     fns = {name: stage_fns(shape) for name, shape in SHAPES.items()}
     rows = []
-    for stage in args.stages.split(","):
+    for stage in stages:
         for cfg in [BASE[stage]] if args.base_only else VARIANTS[stage]:
             tiles.CUDA_LAUNCH[stage] = dict(cfg)
             row = dict(stage=stage, cfg=cfg, base=cfg == BASE[stage])

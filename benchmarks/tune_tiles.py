@@ -1,4 +1,6 @@
-"""A/B of a memory-bound op's off-NPU tile and warp count, in one run.
+"""Which off-NPU tile and warp count is fastest for a memory-bound op, every variant passing the correctness gate?
+
+An A/B of the op's tile and warp count, in one run; exit status 1 when any variant fails its gate.
 
 Every variant runs the benchmark suite (``fla-ascend bench``'s protocol: the correctness gate
 against the fp32 reference first, then the median time, peak memory and achieved GB/s) on the
@@ -39,6 +41,7 @@ from fla_ascend import backend  # noqa: E402  (before triton: it decides interpr
 import triton  # noqa: E402
 
 from fla_ascend.bench import report, suite  # noqa: E402
+from fla_ascend.cli_common import output_dir, split_list  # noqa: E402
 
 # The modules (their packages re-export functions of the same names).
 conv = importlib.import_module("fla_ascend.ops.causal_conv1d.conv")
@@ -151,8 +154,8 @@ def main(argv=None) -> int:
     p.add_argument("--modes", help="fwd,fwdbwd (default: the op's)")
     p.add_argument("--quick", action="store_true", help="short timing; on the CPU, small shapes")
     args = p.parse_args(argv)
-    spec = args.variants.split(",") if args.variants is not None else TARGETS[args.op][4]
-    modes = args.modes.split(",") if args.modes else None
+    spec = split_list(args.variants) if args.variants is not None else TARGETS[args.op][4]
+    modes = split_list(args.modes)
     try:
         variants = [(v.strip(), parse_variant(args.op, v)) for v in spec if v.strip()]
         if not variants:
@@ -168,13 +171,18 @@ def main(argv=None) -> int:
     if not plan:
         print(f"error: no case of {args.op} fits --shapes/--modes (see the notes above)", file=sys.stderr)
         return 2
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
+    try:
+        out, created = output_dir(args.out, "--out")
+    except (ValueError, OSError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    if created:
+        print(f"created folder {created} for --out", file=sys.stderr)
     arts, lines = {}, []
     for name, vals in variants:
         art = run_variant(args.op, vals, args.quick, args.shapes, modes)
         arts[name] = art
-        head, rows = report.table_rows(art, short=True)  # the suite's own columns, a variant column first
+        head, rows = report.table_rows(art)  # the suite's own columns, a variant column first
         if not lines:
             lines = ["| variant | " + " | ".join(head) + " |", "|" + "---|" * (len(head) + 1)]
         for cells in rows:

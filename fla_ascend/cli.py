@@ -19,8 +19,27 @@ _SUBCOMMANDS = [
 ]
 
 
+class _Parser(argparse.ArgumentParser):
+    """An ``ArgumentParser`` whose sub-command parsers (of this class too, argparse's default)
+    refuse unknown arguments themselves: ``fla-ascend bench --bogus`` prints ``bench``'s usage,
+    not the top-level one (argparse leaves a sub-parser's unknown arguments to the top)."""
+
+    def parse_known_args(self, args=None, namespace=None):
+        namespace, extras = super().parse_known_args(args, namespace)
+        if extras:
+            self.error(f"unrecognized arguments: {' '.join(extras)}")
+        return namespace, extras
+
+
+def _version() -> str:
+    from fla_ascend import __version__
+
+    return __version__
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="fla-ascend", description=__doc__.splitlines()[0].split(": ", 1)[1])
+    parser = _Parser(prog="fla-ascend", description=__doc__.splitlines()[0].split(": ", 1)[1])
+    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     sub = parser.add_subparsers(dest="command", required=True)
     for name in _SUBCOMMANDS:
         importlib.import_module(name).register(sub)

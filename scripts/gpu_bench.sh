@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# Full benchmark table on the device machine (H200 image: Python 3.12, torch 2.11, Triton 3.6,
-# no network), all providers side by side, one process per (op, shape, mode):
+# Full benchmark table on a CUDA machine (measured on an H200 with Python 3.12, torch 2.11,
+# Triton 3.6), all providers side by side, one process per (op, shape, mode):
 #   bash scripts/gpu_bench.sh                      # everything: anchors + fla defaults, fwd and fwd+bwd
 #   bash scripts/gpu_bench.sh --shapes gdn-anchors --modes fwd --budget 500
-# flash-linear-attention is installed from the carried wheel (.whl/, see shared/anchors.md) into
-# .site/ when present. Writes $OUT/bench.{json,md,png} (and $OUT/parts/) after every case, so a
+# flash-linear-attention is installed from a wheel placed in .whl/ (for a machine without
+# network) into .site/ when present. Writes $OUT/bench.{json,md,png} (and $OUT/parts/) after every case, so a
 # run cut short keeps what it measured; prints a compact table at the end. Extra arguments go
 # to benchmarks/run_all.py (--ops, --shapes, --modes, --providers, --dtype, --timeout, --budget).
 set -uo pipefail

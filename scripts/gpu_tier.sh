@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
-# The GPU correctness tier on a CUDA machine (the H200 of the device tool: Python 3.12, torch
+# The GPU correctness tier on a CUDA machine (measured on an H200: Python 3.12, torch
 # 2.11, Triton 3.6, no network), in three parts so that a slow or faulting part cannot hide the
 # others' results:
 #   1. every gpu test except the int32-limit test and the flash-linear-attention ones, 4 workers,
 #      verbose (one line per test as it finishes, so a run cut short still names its failures);
 #   2. the int32-limit test (long_t) alone: it holds about 70 GB;
 #   3. the flash-linear-attention tests (its first-use autotune takes minutes per shape).
-# flash-linear-attention comes from the carried wheels in .whl/ (installed into .site/), as in
+# flash-linear-attention comes from wheels placed in .whl/ (installed into .site/), as in
 # scripts/gpu_bench.sh. Logs go to $OUT (default ./out): gpu_tier.log, gpu_long_t.log, gpu_fla.log;
 # a summary is printed. Extra arguments go to every pytest call (e.g. -k K100).
 #   bash scripts/gpu_tier.sh                 # all three parts

@@ -109,13 +109,35 @@ def _parse_free_form(text: str) -> dict[str, int]:
     return shape
 
 
+def split_shapes(text: str) -> list[str]:
+    """Split ``--shapes`` text into items: ``;`` and ``,`` both separate names and keys (the
+    convention of every list option); consecutive ``DIM=N`` parts form one free-form shape, so
+    ``qwen3next,B=1,T=64,H=2`` is two items and two free-form shapes need a ``;`` between them."""
+    items: list[str] = []
+    for part in text.split(";"):
+        free: list[str] = []
+        for token in (t.strip() for t in part.split(",")):
+            if not token:
+                continue
+            if "=" in token or (free and token.upper() in DIM_ORDER):
+                free.append(token)  # a bare dimension after DIM=N parts: the parser says what is missing
+                continue
+            if free:
+                items.append(",".join(free))
+                free = []
+            items.append(token)
+        if free:
+            items.append(",".join(free))
+    return items
+
+
 def parse_shapes(spec: str | list[str] | None) -> list[tuple[str, dict[str, int]]]:
     """Parse ``--shapes``.
 
     Args:
         spec: ``None`` (each op's defaults; returns ``[]``), or names / free-form shapes / shape
             keys (``B1-T4096-H16-HV32-K128-V128``, as the result tables print them) separated
-            by ``;`` or given as a list. A name is a key of :data:`NAMED_SHAPES` or a group of
+            by ``;`` or ``,`` (see :func:`split_shapes`) or given as a list. A name is a key of :data:`NAMED_SHAPES` or a group of
             :data:`SHAPE_GROUPS` (``anchors``, ``gdn-anchors``, ``decode-anchors``,
             ``conv-anchors``, ``fla-defaults``, ``all``); free form is ``B=1,T=4096,H=16,HV=32,K=128,V=128``
             (dims from :data:`DIM_ORDER`; ``HV`` defaults to ``H``, ``V`` to ``K``, and ``D`` alone
@@ -131,7 +153,7 @@ def parse_shapes(spec: str | list[str] | None) -> list[tuple[str, dict[str, int]
     """
     if spec is None:
         return []
-    items = spec if isinstance(spec, list) else [s for s in spec.split(";")]
+    items = spec if isinstance(spec, list) else split_shapes(spec)
     out: list[tuple[str, dict[str, int]]] = []
     seen: set[str] = set()
     for item in items:
@@ -239,7 +261,6 @@ class OpSpec:
         flops: ``(shape, mode) -> int`` counted floating-point operations.
         tokens: ``(shape) -> int`` tokens per call (``B * T``).
         tolerance: relative-RMSE gate per mode.
-        short: short name for the terminal table (default: ``name``).
         prepare: optional hook ``(provider, mode) -> dict`` run before a provider's cases;
             returns facts to record in ``meta`` (e.g. a guard it had to bypass).
     """
@@ -259,7 +280,6 @@ class OpSpec:
     available: Callable = lambda provider: None
     torch_ref_limit: Callable = lambda shape: None
     prepare: Callable | None = None
-    short: str = ""
 
     def complete_shape(self, shape: dict[str, int]) -> dict[str, int] | str:
         """Fill defaulted dims (``HV = H``, ``V = K``, ``K = V = D``) and drop dims the op does
@@ -443,7 +463,6 @@ register(OpSpec(
     available=_gdn_available,
     torch_ref_limit=_torch_ref_limit(2048),
     prepare=_fla_hopper_prepare,
-    short="chunk_gdr",
 ))
 
 register(OpSpec(
@@ -464,7 +483,6 @@ register(OpSpec(
     available=_available(("fla_ascend.ops", "fused_recurrent_gated_delta_rule"),
                          ("fla.ops.gated_delta_rule", "fused_recurrent_gated_delta_rule")),
     torch_ref_limit=_torch_ref_limit(2048),
-    short="recurrent_gdr",
 ))
 
 
@@ -532,7 +550,6 @@ register(OpSpec(
     bytes_moved=_conv_bytes,
     flops=_conv_flops,
     available=_available(("fla_ascend.ops.causal_conv1d", "causal_conv1d"), ("fla.modules.causal_conv1d", "causal_conv1d")),
-    short="conv1d",
 ))
 
 
@@ -628,5 +645,4 @@ register(OpSpec(
     bytes_moved=_rowwise_bytes(3, 5, ("B", "T", "HV", "V")),  # x, g in, y out; bwd: x, g, dy in, dx, dg out
     flops=lambda shape, mode: 10 * math.prod(shape[d] for d in ("B", "T", "HV", "V")) * (3 if mode == "fwdbwd" else 1),
     available=_available(("fla_ascend.ops.norm", "rms_norm_gated"), ("fla.modules.norm.fused_norm_gate", "rms_norm_gated")),
-    short="rmsnorm_gated",
 ))

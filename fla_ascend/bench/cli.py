@@ -7,11 +7,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
-
-
-def _csv(text: str) -> list[str]:
-    return [s.strip() for s in text.split(",") if s.strip()]
+from fla_ascend.cli_common import output_file, split_list
 
 
 def register(sub) -> None:
@@ -30,13 +26,15 @@ def register(sub) -> None:
             "shapes: names (qwen3next, gdn-b4-t4096, gdn-t32k, gdn-b8-t2048, decode-b64, "
             "decode-b256, conv-b4-t4096, conv-t32k, fla-...), groups (anchors, gdn-anchors, "
             "decode-anchors, conv-anchors, fla-defaults, all) or free form "
-            "'B=1,T=4096,H=16,HV=32,K=128,V=128'; separate several with ';'."
+            "'B=1,T=4096,H=16,HV=32,K=128,V=128'. Every list option takes commas or semicolons "
+            "between items; two free-form shapes need a ';' between them. On the CPU interpreter "
+            "shapes are scaled down (a line says from what to what); --full-size runs them as given."
         ),
     )
-    p.add_argument("--ops", type=_csv, default=None, help="comma-separated op names (default: all registered)")
-    p.add_argument("--shapes", default=None, help="';'-separated shape names, groups or B=..,T=.. specs")
-    p.add_argument("--modes", type=_csv, default=None, help="fwd,fwdbwd (default: fwd)")
-    p.add_argument("--providers", type=_csv, default=None,
+    p.add_argument("--ops", type=split_list, default=None, help="op names, as --list prints them (default: all)")
+    p.add_argument("--shapes", default=None, help="shape names, groups or B=..,T=.. specs")
+    p.add_argument("--modes", type=split_list, default=None, help="fwd,fwdbwd (default: fwd)")
+    p.add_argument("--providers", type=split_list, default=None,
                    help="fla_ascend,torch_ref,fla (default: all; fla only when it imports)")
     p.add_argument("--dtype", default=None, help="bfloat16 | float16 | float32 (default: bf16 on GPU/NPU, fp32 on CPU)")
     p.add_argument("--json", dest="json_path", default=None, metavar="PATH", help="write the JSON artifact")
@@ -101,15 +99,18 @@ def run(args) -> int:
 
     err = make_console(stderr=True)
     for opt, path in (("--json", args.json_path), ("--markdown", args.markdown), ("--plot", args.plot)):
-        if path and Path(path).is_dir():
-            err.print(f"[red]fla-ascend bench: {opt} {path} is a directory; expected a file path[/red]")
-            return 2
+        if not path:
+            continue
         try:
-            if path:
-                _probe_writable(Path(path))
+            _, created = output_file(path, opt)
+        except ValueError as e:
+            err.print(f"[red]fla-ascend bench: {e}[/red]")
+            return 2
         except OSError as e:
             err.print(f"[red]fla-ascend bench: cannot write {opt} {path}: {e}[/red]")
             return 2
+        if created:
+            err.print(f"created folder {created} for {opt}")
     try:
         artifact = suite.run_suite(
             ops=args.ops, shapes=args.shapes, modes=args.modes, providers=args.providers,
@@ -186,17 +187,6 @@ def _run_layer() -> int:
                   gate, *(f"{times[m]:.3f}" if m in times else "-" for m in ("fwd", "fwdbwd")))
     console.print(table)
     return 0 if times else 1
-
-
-def _probe_writable(path: Path) -> None:
-    """Raise ``OSError`` now, before any case runs, when ``path`` cannot be written (its folder is
-    created as the writers would; a file the probe created is removed again)."""
-    existed = path.exists()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "a"):
-        pass
-    if not existed:
-        path.unlink()
 
 
 def _write_outputs(args, artifact, suite, report, err) -> None:

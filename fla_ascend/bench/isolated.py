@@ -19,6 +19,8 @@ import sys
 import time
 from pathlib import Path
 
+from fla_ascend.cli_common import output_dir, split_list
+
 __all__ = ["run_isolated", "main"]
 
 
@@ -197,7 +199,7 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--peaks", default=None, help=argparse.SUPPRESS)
     p.add_argument("--out", default=os.environ.get("OUT", "out"), help="output folder (default $OUT or ./out)")
-    p.add_argument("--ops", default=None, help="comma-separated ops (default: all that import)")
+    p.add_argument("--ops", default=None, help="op names, commas or semicolons between them (default: all that import)")
     p.add_argument("--shapes", default="all", help="as fla-ascend bench --shapes (default: all = anchors + fla defaults)")
     p.add_argument("--modes", default="fwd,fwdbwd")
     p.add_argument("--providers", default=None, help="default: fla_ascend,torch_ref and fla when it imports")
@@ -211,13 +213,13 @@ def main(argv: list[str] | None = None) -> int:
         return _measure_peaks(args.peaks)
     from fla_ascend.bench import report
 
-    csv = lambda s: [x.strip() for x in s.split(",") if x.strip()] if s else None  # noqa: E731
     try:
-        art = run_isolated(args.out, ops=csv(args.ops), shapes=args.shapes, modes=csv(args.modes),
-                           providers=csv(args.providers), dtype=args.dtype, quick=args.quick,
+        output_dir(args.out, "--out")
+        art = run_isolated(args.out, ops=split_list(args.ops), shapes=args.shapes, modes=split_list(args.modes),
+                           providers=split_list(args.providers), dtype=args.dtype, quick=args.quick,
                            timeout_s=args.timeout, budget_s=args.budget, stem=args.stem,
                            log=lambda m: print(m, flush=True))
-    except ValueError as e:
+    except (ValueError, OSError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     report.print_table(art, compact=True)

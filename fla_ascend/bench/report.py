@@ -10,6 +10,11 @@ from pathlib import Path
 __all__ = ["table_rows", "print_table", "to_markdown", "write_markdown", "write_plot", "failed"]
 
 
+INTERPRETER_LABEL = ("measured under the Triton interpreter: times and ratios are Python execution "
+                     "speed, not the speed of any GPU or NPU")
+"""The words every table, plot and comparison of interpreter timings carries."""
+
+
 def failed(artifact: dict) -> list[dict]:
     """Rows whose gate failed or that raised (``correct is False``)."""
     return [r for r in artifact["results"] if r.get("correct") is False]
@@ -35,17 +40,10 @@ def _status(r: dict) -> str:
     return "PASS" if r.get("correct") else "FAIL"
 
 
-def _short(op: str) -> str:
-    from fla_ascend.bench.cases import OPS
-
-    spec = OPS.get(op)
-    return (spec.short or op) if spec is not None else op
-
-
-def table_rows(artifact: dict, short: bool = False) -> tuple[list[str], list[list[str]]]:
+def table_rows(artifact: dict) -> tuple[list[str], list[list[str]]]:
     """Header and string cells of the result table, one row per case.
 
-    Columns: op, shape, mode, dtype, provider, gate (status and worst relative RMSE), ms,
+    Columns: op (the name ``--ops`` takes), shape, mode, dtype, provider, gate (status and worst relative RMSE), ms,
     peak MiB (device memory allocated by one call above what was allocated before it; ``-`` on
     CPU), tokens/s, GB/s, TFLOP/s, the fraction of the measured copy bandwidth and matmul peak when
     they were measured, and ``x <other>`` (other provider's time / this time: > 1 is faster)
@@ -65,7 +63,7 @@ def table_rows(artifact: dict, short: bool = False) -> tuple[list[str], list[lis
         ratio = max(r["rel_rmse"].values()) if r.get("rel_rmse") else None
         gate = _status(r) + ("" if ratio is None else f" {ratio:.1e}")
         cells = [
-            _short(r["op"]) if short else r["op"], r["shape"], r["mode"], r["dtype"].replace("bfloat16", "bf16").replace("float", "fp"),
+            r["op"], r["shape"], r["mode"], r["dtype"].replace("bfloat16", "bf16").replace("float", "fp"),
             r["provider"], gate, _num(r["ms"], ".3f"), _num(r.get("peak_mem_mb"), ".0f"), _num(r["tokens_per_s"], ".3g"),
             _num(r["gbps"], ".4g"), _num(r["tflops"], ".4g"),
         ]
@@ -91,18 +89,20 @@ def _meta_line(artifact: dict) -> str:
         parts.append(f"bf16 matmul {m['matmul_tflops']:.0f} TFLOP/s")
     if m.get("cpu_scaled"):
         parts.append("shapes scaled down for the CPU interpreter")
+    if m.get("interpreter"):
+        parts.append(INTERPRETER_LABEL)
     return "; ".join(parts)
 
 
 def print_table(artifact: dict, console=None, compact: bool = False) -> None:
-    """Print the result table (and notes) with rich, short op names. ``compact`` drops dtype and
-    tokens/s and shortens notes."""
+    """Print the result table (and notes) with rich. ``compact`` drops dtype and tokens/s and
+    shortens notes."""
     from fla_ascend.console import make_console
     from rich.table import Table
 
     if console is None:
         console = make_console()  # logs and pipes get a wide console (fla_ascend.console)
-    head, rows = table_rows(artifact, short=True)
+    head, rows = table_rows(artifact)
     drop = {"dtype", "tokens/s"} if compact else set()
     keep = [i for i, h in enumerate(head) if h not in drop]
     table = Table(title="fla-ascend bench", caption=_meta_line(artifact), show_lines=False)
@@ -138,10 +138,11 @@ def write_markdown(artifact: dict, path: str | Path) -> Path:
 
 
 def write_plot(artifact: dict, path: str | Path) -> Path:
-    """One PNG: per (op, mode), the time of each provider per shape (top row; log scale when the
-    times span more than 10x, else linear from zero, so that bar heights compare) and the
-    achieved fraction of the measured copy bandwidth and bf16 matmul peak (bottom row; a note
-    when the peaks were not measured, e.g. on CPU). Untimed cases are absent. Returns the path.
+    """One PNG: per (op, mode), the median time of each provider per shape; below it, only when
+    the run measured the copy bandwidth and matmul peak (GPU/NPU), the achieved fraction of each.
+    Up to three (op, mode) groups per row. One y scale, shared, for all time panels of the figure
+    (log when the times of the whole figure span more than 10x, else linear from zero); the figure title names what the numbers are and, on
+    the CPU, that they are interpreter timings. Untimed cases are absent. Returns the path.
     """
     import matplotlib
 
@@ -155,41 +156,51 @@ def write_plot(artifact: dict, path: str | Path) -> Path:
     for r in artifact["results"]:
         groups.setdefault((r["op"], r["mode"]), []).append(r)
     n = max(1, len(groups))
-    fig, axes = plt.subplots(2, n, figsize=(max(6.0, 5.5 * n), 8), squeeze=False)
+    all_ms = [r["ms"] for r in artifact["results"] if r.get("ms")]
+    log_scale = bool(all_ms) and max(all_ms) > 10 * min(all_ms)
+    per_group = 2 if (bw or peak) else 1
+    ncols = min(n, 3)
+    nrows = -(-n // ncols) * per_group
+    fig, axes = plt.subplots(nrows, ncols, figsize=(max(6.0, 5.5 * ncols), 4 * nrows + 0.6), squeeze=False)
+    time_axes = [axes[(i // ncols) * per_group][i % ncols] for i in range(n)]
+    for ax in time_axes[1:]:
+        ax.sharey(time_axes[0])  # one y scale for every time panel
+    for i in range(n, -(-n // ncols) * ncols):  # no empty panels: the grid's unused cells are switched off
+        for k in range(per_group):
+            axes[(i // ncols) * per_group + k][i % ncols].set_axis_off()
     for col, ((op, mode), rows) in enumerate(groups.items()):
         shapes = list(dict.fromkeys(r["shape"] for r in rows))
         provs = list(dict.fromkeys(r["provider"] for r in rows))
         x = np.arange(len(shapes))
         width = 0.8 / max(1, len(provs))
-        ax, axf = axes[0][col], axes[1][col]
-        times = []
+        ax = time_axes[col]
         for i, p in enumerate(provs):
             ms = [next((r["ms"] for r in rows if r["shape"] == s and r["provider"] == p and r["ms"]), np.nan)
                   for s in shapes]
-            times += [t for t in ms if t == t]
             ax.bar(x + i * width, ms, width, label=p)
-        if times and max(times) > 10 * min(times):
+        if log_scale:
             ax.set_yscale("log")
         ax.set_title(f"{op} {mode}", fontsize=9)
-        ax.set_ylabel("ms (median, lower is better)")
+        ax.set_ylabel("ms, median (lower is better)" + (", log scale" if log_scale else ""))
         ax.set_xticks(x + 0.4 - width / 2, shapes, rotation=20, ha="right", fontsize=7)
         ax.legend(fontsize=7)
-        if bw or peak:
+        if per_group == 2:
+            axf = axes[(col // ncols) * 2 + 1][col % ncols]
             for i, p in enumerate(provs):
                 sel = [next((r for r in rows if r["shape"] == s and r["provider"] == p and r["ms"]), None)
                        for s in shapes]
                 fb = [r["gbps"] / bw if (r and bw) else np.nan for r in sel]
                 fm = [r["tflops"] / peak if (r and peak) else np.nan for r in sel]
-                axf.bar(x + i * width, fb, width, label=f"{p} / copy BW")
-                axf.plot(x + i * width, fm, "k^" if i == 0 else "kv", label=f"{p} / matmul peak")
-            axf.set_ylabel("achieved fraction")
+                axf.bar(x + i * width, fb, width, label=f"{p}: GB/s / copy bandwidth")
+                axf.plot(x + i * width, fm, "k^" if i == 0 else "kv", label=f"{p}: TFLOP/s / matmul peak")
+            axf.set_ylabel("fraction of the peak measured in this run")
             axf.set_ylim(0, 1.05)
             axf.legend(fontsize=6)
-        else:
-            axf.text(0.5, 0.5, "copy bandwidth / matmul peak not measured on this device",
-                     ha="center", va="center", transform=axf.transAxes, fontsize=8)
-        axf.set_xticks(x + 0.4 - width / 2, shapes, rotation=20, ha="right", fontsize=7)
-    fig.suptitle(_meta_line(artifact), fontsize=7)
+            axf.set_xticks(x + 0.4 - width / 2, shapes, rotation=20, ha="right", fontsize=7)
+    title = "Median time per call of each provider (bars), by op and mode"
+    if per_group == 2:
+        title += "; below: achieved GB/s and TFLOP/s as fractions of the copy bandwidth and bf16 matmul peak"
+    fig.suptitle(title + "\n" + _meta_line(artifact), fontsize=7)
     fig.tight_layout()
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -82,7 +82,8 @@ def plan_cases(ops, shapes, modes, full_size=False, quick=False):
     combinations left out (shape not applicable to the op, mode not supported).
 
     On CPU (no accelerator) shapes are clamped with :func:`cases.scale_for_cpu` unless
-    ``full_size``. Raises ValueError as :func:`cases.parse_shapes`."""
+    ``full_size``; an explicitly given shape that is scaled gets a note saying from what to
+    what (the default shapes are scaled silently: the table caption says so). Raises ValueError as :func:`cases.parse_shapes`."""
     parsed = C.parse_shapes(shapes)
     scale = backend.device_type() == "cpu" and not full_size
     plan, notes, seen = [], [], set()
@@ -96,6 +97,9 @@ def plan_cases(ops, shapes, modes, full_size=False, quick=False):
                     notes.append(full)
                 continue
             run_shape = C.scale_for_cpu(full, quick) if scale else full
+            if parsed and run_shape != full:
+                notes.append(f"{op}: {C.shape_key(full)} is scaled for the CPU interpreter to "
+                             f"{C.shape_key(run_shape)} (--full-size runs it as given)")
             for mode in modes:
                 if mode not in spec.modes:
                     notes.append(f"{op} has no {mode} mode (supports {', '.join(spec.modes)})")

@@ -11,8 +11,8 @@ import os
 import sys
 
 
-def _csv(text: str | None) -> list[str] | None:
-    return [t.strip() for t in text.split(",") if t.strip()] if text else None
+from fla_ascend.cli_common import output_dir
+from fla_ascend.cli_common import split_list as _csv
 
 
 def _interpreter(value: str) -> str:
@@ -34,15 +34,15 @@ def register(sub) -> None:
 
     q = add("init", help="record the baseline: source snapshot, correctness, canonical artifact")
     q.add_argument("op")
-    q.add_argument("--shapes", help="comma-separated suite shape keys (default: the op's shape set)")
-    q.add_argument("--modes", default="fwd,fwdbwd", help="comma-separated subset of fwd,fwdbwd")
+    q.add_argument("--shapes", help="suite shape keys, separated by commas or semicolons (default: the op's shape set)")
+    q.add_argument("--modes", default="fwd,fwdbwd", help="subset of fwd,fwdbwd")
     q.add_argument("--dtype", default=None,
                    help="bfloat16 | float16 | float32 (default: bf16 on GPU/NPU, fp32 on the CPU interpreter)")
     q.add_argument("--target", choices=["operator", "kernel"], default="operator",
                    help="operator: compare whole-op time; kernel: kernel time where the profiler gives it")
     q.add_argument("--quick", action="store_true", help="suite quick settings for every canonical run")
-    q.add_argument("--files", help="comma-separated source files overriding the op's file list")
-    q.add_argument("--extra-files", help="comma-separated source files added to the op's file list")
+    q.add_argument("--files", help="source files overriding the op's file list (commas or semicolons between them)")
+    q.add_argument("--extra-files", help="source files added to the op's file list")
     q.add_argument("--suite", default=None, help="benchmark function module:function (default: the package suite)")
     q.add_argument("--suite-path", action="append", default=[], help="extra import directory for --suite")
     q.add_argument("--python", type=_interpreter, help="interpreter for benchmark subprocesses")
@@ -109,11 +109,13 @@ def register(sub) -> None:
 
 def run_round(args) -> int:
     from fla_ascend.round import RoundError, Workspace
+    from fla_ascend.bench.report import INTERPRETER_LABEL
     from fla_ascend.round.compare import ComparisonError, comparison_markdown
     from fla_ascend.round.runner import RunnerError
 
     try:
         if args.round_cmd == "init":
+            output_dir(args.workspace, "--workspace")
             kw = {}
             if args.suite:
                 kw["suite"] = args.suite
@@ -142,6 +144,8 @@ def run_round(args) -> int:
         elif args.round_cmd == "probe":
             rec = ws.probe(args.shapes)
             s = rec["screen"]["summary"]
+            if rec["screen"].get("interpreter"):
+                print(f"[{INTERPRETER_LABEL}]")
             print(f"[{rec['label']}]\nverdict: {rec['verdict']} (screening geomean "
                   f"{s['geomean_speedup'] if s['geomean_speedup'] is None else round(s['geomean_speedup'], 3)} "
                   f"over {s['n_cases']} cases; candidate correctness {rec['candidate_correctness']['status']})")
@@ -180,7 +184,7 @@ def run_round(args) -> int:
     except RoundError as e:
         print(f"refused: {e}", file=sys.stderr)
         return 2
-    except (ValueError, ComparisonError, RunnerError, FileNotFoundError) as e:
+    except (ValueError, ComparisonError, RunnerError, OSError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
 
@@ -190,6 +194,7 @@ def run_ir(args) -> int:
 
     try:
         if args.ir_cmd == "capture":
+            output_dir(args.dir, "--dir")
             man = ir.capture(args.op, args.dir, target=args.target, arch=args.arch, dtype=args.dtype,
                              mode=args.mode, source=args.source, python=args.python, shape=args.shape)
             for k in man["kernels"]:
@@ -202,7 +207,7 @@ def run_ir(args) -> int:
         else:
             print(ir.stages_text(args.dir, kernel=args.kernel, stage=args.stage))
         return 0
-    except (ValueError, ir.IRCaptureError, FileNotFoundError) as e:
+    except (ValueError, ir.IRCaptureError, OSError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
 

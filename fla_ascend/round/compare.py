@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import math
 
+from fla_ascend.bench.report import INTERPRETER_LABEL
+
 SCHEMA = "fla-ascend-bench/1"
 METRICS = ("total-op", "kernel")
 # Artifacts that differ in any of these were not measured the same way: refused.
@@ -77,7 +79,8 @@ def compare_artifacts(old: dict, new: dict, metric: str = "total-op") -> dict:
             have it, else ``ms`` for that case).
 
     Returns:
-        ``{"metric": requested, "effective_metric_source": "total-op"|"kernel"|"mixed",
+        ``{"metric": requested, "interpreter": True when either artifact was timed under the
+        Triton interpreter (its ratios say nothing about a device), "effective_metric_source": "total-op"|"kernel"|"mixed",
         "cases": [{op, shape, mode, provider, old_ms, new_ms, speedup, improvement_pct,
         source}], "summary": {n_cases, geomean_speedup, avg_improvement_pct, min_speedup,
         max_speedup}, "views": {"total-op": summary, "kernel": summary or None},
@@ -139,6 +142,7 @@ def compare_artifacts(old: dict, new: dict, metric: str = "total-op") -> dict:
         warnings.append("no case was timed in both artifacts: nothing to compare")
     return {
         "metric": metric,
+        "interpreter": bool(om.get("interpreter") or nm.get("interpreter")),
         "effective_metric_source": effective,
         "cases": cases,
         "summary": _summary(cases),
@@ -166,6 +170,7 @@ def comparison_markdown(cmp: dict, title: str) -> str:
     lines = [
         f"### {title}",
         "",
+        *([f"**{INTERPRETER_LABEL}.**", ""] if cmp.get("interpreter") else []),
         f"Metric source: **{cmp['effective_metric_source']}** (requested {cmp['metric']}). "
         f"Geomean speedup **{fmt_speedup(s['geomean_speedup'])}**, average improvement "
         f"**{fmt_pct(s['avg_improvement_pct'])}** over {s['n_cases']} cases.",

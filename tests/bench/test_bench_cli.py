@@ -76,7 +76,8 @@ def test_output_path_that_is_a_directory(tmp_path, capsys):
 
 def test_unwritable_output_path_refused_before_running(tmp_path, capsys, monkeypatch):
     """An output path that cannot be written is refused before the first case (it crashed with
-    an OSError traceback after the first case; fresh-user trial); a new file's folder is made."""
+    an OSError traceback after the first case; fresh-user trial); a new file's folder under the
+    current directory is made, and the command says so."""
     from fla_ascend.bench import suite
 
     ran = []
@@ -86,13 +87,15 @@ def test_unwritable_output_path_refused_before_running(tmp_path, capsys, monkeyp
         raise ValueError("stopped by the test")
 
     monkeypatch.setattr(suite, "run_suite", fake_run_suite)
+    monkeypatch.chdir(tmp_path)
     blocker = tmp_path / "file"
     blocker.write_text("x")
-    assert cli.main(["bench", "--ops", "l2norm", "--json", str(blocker / "sub" / "x.json")]) == 2
+    assert cli.main(["bench", "--ops", "l2norm", "--json", "file/sub/x.json"]) == 2
     assert "cannot write --json" in capsys.readouterr().err and not ran
     out = tmp_path / "new" / "dir" / "x.md"
-    assert cli.main(["bench", "--ops", "l2norm", "--markdown", str(out)]) == 2
+    assert cli.main(["bench", "--ops", "l2norm", "--markdown", "new/dir/x.md"]) == 2
     assert ran and out.parent.is_dir() and not out.exists()  # probed, then left for the writer
+    assert "created folder" in capsys.readouterr().err
 
 
 def test_layer_refuses_suite_outputs(capsys):

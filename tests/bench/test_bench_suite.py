@@ -252,10 +252,15 @@ def test_wy_slab_ab_script(capsys, monkeypatch):
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     monkeypatch.setattr(mod, "SHAPES", [(70, 1, 1, 64, 32)])
-    mod.main()
+    assert mod.main() == 0
     line = capsys.readouterr().out.strip()
     assert line.startswith("T70 H1 HV1 K64 V32:") and "l64x32:ok" in line and "ERR" not in line, line
     assert "s64x32" not in line  # store mode with BV < BK is never launched (it faults on Hopper)
+    # a wrong result (here: u negated at BV 32) is WRONG and the exit status 1
+    run = mod.run
+    monkeypatch.setattr(mod, "run", lambda *a: (lambda w, u: (w, -u if a[7] == 32 else u))(*run(*a)))
+    assert mod.main() == 1
+    assert "WRONG" in capsys.readouterr().out
 
 
 def test_gva_sum_ab_script(tmp_path):

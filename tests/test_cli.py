@@ -1,0 +1,190 @@
+"""The ``fla-ascend`` command's conventions, the same for every sub-command: ``--version``, each
+sub-command's own usage on a bad flag, list options with commas or semicolons, output paths,
+explicit shapes scaled on the CPU with a line saying from what to what, op names in tables as
+``--ops`` takes them, interpreter timings labelled wherever a ratio is printed."""
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import fla_ascend
+from fla_ascend import cli
+from fla_ascend.bench import cases as C
+from fla_ascend.bench import report, suite
+from fla_ascend.cli_common import output_file, split_list
+
+ROOT = Path(__file__).resolve().parents[1]
+TINY = "B=1,T=20,H=1,HV=2,K=16,V=16"
+
+
+def test_version(capsys):
+    with pytest.raises(SystemExit) as e:
+        cli.main(["--version"])
+    assert e.value.code == 0
+    assert capsys.readouterr().out.strip() == f"fla-ascend {fla_ascend.__version__}"
+
+
+@pytest.mark.parametrize("argv,usage", [
+    (["bench", "--bogus"], "usage: fla-ascend bench"),
+    (["info", "--bogus"], "usage: fla-ascend info"),
+    (["round", "init", "l2norm", "--bogus"], "usage: fla-ascend round init"),
+    (["ir", "stages", "x", "--bogus"], "usage: fla-ascend ir stages"),
+])
+def test_unknown_flag_prints_the_subcommands_usage(argv, usage, capsys):
+    with pytest.raises(SystemExit) as e:
+        cli.main(argv)
+    assert e.value.code == 2
+    err = capsys.readouterr().err
+    assert err.startswith(usage) and "unrecognized arguments: --bogus" in err
+
+
+def test_list_options_take_commas_and_semicolons():
+    assert split_list("fwd, fwdbwd") == split_list("fwd;fwdbwd") == ["fwd", "fwdbwd"]
+    assert split_list("") is None and split_list(None) is None
+    assert C.split_shapes("qwen3next,gdn-t32k") == C.split_shapes("qwen3next;gdn-t32k") == ["qwen3next", "gdn-t32k"]
+    # DIM=N parts in a row are one free-form shape; two of them need a ';'
+    assert C.split_shapes("qwen3next,B=1,T=64,H=2;B=2,T=8,H=1") == ["qwen3next", "B=1,T=64,H=2", "B=2,T=8,H=1"]
+    a = [s for _, s in C.parse_shapes("gdn-t32k," + TINY)]
+    b = [s for _, s in C.parse_shapes("gdn-t32k;" + TINY)]
+    assert a == b and len(a) == 2
+
+
+def test_bench_ops_with_semicolons_and_full_op_names_in_the_table(capsys):
+    rc = cli.main(["bench", "--ops", "chunk_gated_delta_rule;l2norm", "--shapes", TINY, "--providers",
+                   "torch_ref", "--quick", "--no-progress", "--no-peaks"])
+    assert rc == 0
+    out = capsys.readouterr().out
+    assert "chunk_gated_delta_rule" in out and "chunk_gdr" not in out
+
+
+def test_op_names_in_every_table_are_what_ops_accepts():
+    art = {"meta": {"copy_bandwidth_gbps": None, "matmul_tflops": None, "device": "cpu", "device_name": "cpu",
+                    "triton_flavour": "triton", "triton_version": "x", "torch_version": "x", "fla_version": None,
+                    "timing_method": "wall", "interpreter": True},
+           "results": [dict(op=op, shape="B1", mode="fwd", dtype="float32", provider="fla_ascend", rel_rmse={"o": 0.0},
+                            correct=True, ms=1.0, tokens_per_s=1.0, gbps=1.0, tflops=1.0, skipped=None, error=None)
+                       for op in C.OPS],
+           "notes": []}
+    _, rows = report.table_rows(art)
+    assert [r[0] for r in rows] == list(C.OPS)
+    assert "Triton interpreter" in report.to_markdown(art)
+
+
+def test_explicit_shape_scaled_on_cpu_says_from_what_to_what():
+    plan, notes = suite.plan_cases(["chunk_gated_delta_rule"], "B=1,T=100,H=1,HV=1,K=100000,V=16", ["fwd"])
+    [(_, _, shape, full, _)] = plan
+    assert shape["T"] == 96 and full["T"] == 100
+    assert any("B1-T100-H1-HV1-K100000-V16 is scaled for the CPU interpreter to B1-T96-H1-HV1-K32-V16" in n
+               for n in notes)
+    # a shape that fits is not mentioned, and --full-size runs it as given
+    _, notes = suite.plan_cases(["chunk_gated_delta_rule"], TINY, ["fwd"])
+    assert not any("scaled" in n for n in notes)
+    plan, _ = suite.plan_cases(["chunk_gated_delta_rule"], "B=1,T=100,H=1,K=16", ["fwd"], full_size=True)
+    assert plan[0][2]["T"] == 100
+
+
+def test_output_folder_outside_the_current_directory_is_refused(tmp_path, monkeypatch, capsys):
+    """``--json /nonexistent/x.json`` created /nonexistent (fresh-user trial): a missing folder is
+    made only under the current directory."""
+    work = tmp_path / "work"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    outside = tmp_path / "elsewhere" / "x.json"
+    with pytest.raises(ValueError, match="does not exist; create it first"):
+        output_file(outside, "--json")
+    assert not outside.parent.exists()
+    assert cli.main(["bench", "--ops", "l2norm", "--json", str(outside)]) == 2
+    assert "--json" in capsys.readouterr().err and not outside.parent.exists()
+    path, created = output_file("out/sub/x.json", "--json")
+    assert created == work / "out" and (work / "out" / "sub").is_dir() and not path.exists()
+    path, created = output_file(outside.parent.parent / "y.json", "--json")  # an existing folder: fine
+    assert created is None
+    with pytest.raises(ValueError, match="is a folder"):
+        output_file(work, "--json")
+
+
+def test_round_compare_labels_interpreter_timings():
+    from fla_ascend.round.compare import compare_artifacts, comparison_markdown
+
+    def art(ms):
+        return {"schema": suite.SCHEMA, "meta": {"device": "cpu", "device_name": "cpu", "timing_method": "wall",
+                                                  "triton_flavour": "triton", "interpreter": True},
+                "results": [dict(op="l2norm", shape="B1", mode="fwd", provider="fla_ascend", dtype="float32",
+                                 correct=True, ms=ms, error=None)]}
+
+    cmp = compare_artifacts(art(2.0), art(1.0))
+    assert cmp["interpreter"] is True
+    md = comparison_markdown(cmp, "vs baseline")
+    assert md.index("Triton interpreter") < md.index("Geomean speedup")
+
+
+@pytest.mark.parametrize("script", ["benchmarks/side_by_side_h200.py", "benchmarks/tune_chunk_stages.py"])
+def test_gpu_only_scripts_say_so_on_a_cpu_machine(script):
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("a CUDA GPU is present")
+    r = subprocess.run([sys.executable, script, "--help"], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0  # the help is no GPU work
+    r = subprocess.run([sys.executable, script] + (["--out", "unused"] if "side_by_side" in script else []),
+                       cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2, r.stderr[-2000:]
+    assert "needs a CUDA GPU" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_gpu_shell_scripts_say_so_on_a_cpu_machine(tmp_path):
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("a CUDA GPU is present")
+    r = subprocess.run(["bash", "scripts/gpu_bench.sh"], cwd=ROOT, capture_output=True, text=True, timeout=120,
+                       env={"PATH": "/usr/bin:/bin", "PYTHON": sys.executable, "OUT": str(tmp_path / "o")})
+    assert r.returncode == 2 and "needs a CUDA GPU" in r.stderr
+    assert not (tmp_path / "o").exists()
+
+
+def test_benchmark_scripts_state_their_question():
+    """The A/B and tuning scripts say in their docstring's first line what question they answer."""
+    for path in sorted((ROOT / "benchmarks").glob("*.py")):
+        if path.name.startswith(("ab_", "tune_")):
+            first = path.read_text().split('"""')[1].strip().splitlines()[0]
+            assert first.endswith("?"), f"{path.name}: {first!r}"
+
+
+def test_plot_has_no_empty_panel_and_labels_the_interpreter(tmp_path):
+    """On the CPU no peak is measured: the plot has one row of time panels, one scale for all."""
+    art = suite.run_suite(ops=["l2norm", "chunk_gated_delta_rule"], shapes=TINY, providers=["torch_ref"],
+                          quick=True, progress=False, measure_peaks=False)
+    import matplotlib.image
+
+    png = report.write_plot(art, tmp_path / "p.png")
+    h, w = matplotlib.image.imread(png).shape[:2]
+    assert h < w  # one row of panels (two rows made it taller than wide)
+    assert "Triton interpreter" in report._meta_line(art)
+    json.dumps(art)
+
+
+def test_output_folders_follow_the_same_rule(tmp_path, monkeypatch, capsys):
+    """``--out``/``--workspace``/``--dir``: the folder asked for is made when its parent exists or
+    under the current directory; a missing chain elsewhere is refused before any work."""
+    from fla_ascend.cli_common import output_dir
+
+    work = tmp_path / "work"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    assert output_dir(tmp_path / "one", "--out") == (tmp_path / "one", tmp_path / "one")
+    assert output_dir(tmp_path / "one", "--out") == (tmp_path / "one", None)
+    with pytest.raises(ValueError, match="does not exist"):
+        output_dir(tmp_path / "no" / "such", "--out")
+    assert not (tmp_path / "no").exists()
+    path, created = output_dir("a/b/c", "--out")
+    assert path.is_dir() and created == work / "a"
+    (work / "f").write_text("x")
+    with pytest.raises(ValueError, match="is a file"):
+        output_dir("f", "--out")
+    assert cli.main(["round", "init", "l2norm", "--workspace", str(tmp_path / "no" / "ws")]) == 2
+    assert "does not exist" in capsys.readouterr().err and not (tmp_path / "no").exists()
+    assert cli.main(["ir", "capture", "l2norm", "--dir", str(tmp_path / "no" / "ir")]) == 2
+    assert not (tmp_path / "no").exists()
