@@ -71,7 +71,7 @@ def _recurrent(K=128, V=128, varlen=False):
         q, k, v, g, beta, cu, h0 = _gdn_inputs(T=8 if not varlen else 12, K=K, V=V, varlen=varlen, grad=False)
         if varlen:
             cu = torch.tensor([0, 3, 7, 12], dtype=torch.long)
-        fused_recurrent_gated_delta_rule(q, k, v, g, beta, initial_state=h0, output_final_state=True, cu_seqlens=cu,
+        fused_recurrent_gated_delta_rule(q, k, v, g=g, beta=beta, initial_state=h0, output_final_state=True, cu_seqlens=cu,
                                          use_qk_l2norm_in_kernel=True)
     return run
 

@@ -175,7 +175,7 @@ class GatedDeltaNet(nn.Module):
         use_recurrent = T <= self.fused_recurrent_max_len and not torch.is_grad_enabled()
         rule = fused_recurrent_gated_delta_rule if use_recurrent else chunk_gated_delta_rule
         o, rec_state = rule(
-            q, k, v, a, b.sigmoid(), initial_state=cache.recurrent_state if cache is not None else None,
+            q, k, v, g=a, beta=b.sigmoid(), initial_state=cache.recurrent_state if cache is not None else None,
             output_final_state=want_state, use_qk_l2norm_in_kernel=True, cu_seqlens=cu_seqlens,
             use_gate_in_kernel=True, A_log=self.A_log, dt_bias=self.dt_bias,
         )
@@ -208,7 +208,7 @@ class GatedDeltaNet(nn.Module):
         y, _ = causal_conv1d_update(mixed_qkv[:, 0], cache.conv_state, weight=self.conv1d.weight, activation="silu")
         q, k, v = self._split_qkv(y[:, None])
         o, rec_state = fused_recurrent_gated_delta_rule(
-            q, k, v, a, b.sigmoid(), initial_state=cache.recurrent_state, output_final_state=True,
+            q, k, v, g=a, beta=b.sigmoid(), initial_state=cache.recurrent_state, output_final_state=True,
             use_qk_l2norm_in_kernel=True, use_gate_in_kernel=True, A_log=self.A_log, dt_bias=self.dt_bias,
         )
         cache.recurrent_state = rec_state
@@ -225,7 +225,7 @@ class GatedDeltaNet(nn.Module):
         )
         q, k, v = self._split_qkv(mixed_qkv)
         o, rec_state = naive_recurrent_gated_delta_rule(
-            q, k, v, a, b.sigmoid(), initial_state=cache.recurrent_state if cache is not None else None,
+            q, k, v, g=a, beta=b.sigmoid(), initial_state=cache.recurrent_state if cache is not None else None,
             output_final_state=want_state, use_qk_l2norm_in_kernel=True, cu_seqlens=cu_seqlens,
             use_gate_in_kernel=True, A_log=self.A_log, dt_bias=self.dt_bias,
         )
