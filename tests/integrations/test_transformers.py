@@ -1,0 +1,184 @@
+"""transformers' Qwen3-Next and Qwen3.5 (tiny random configs: 2 layers, hidden 128, one
+linear-attention layer) with :func:`fla_ascend.integrations.transformers.enable` against
+transformers' own PyTorch path: prefill, a padded batch, 4 cached decode steps, a training step's
+gradients, decode with grad mode on. float32 on the CPU (the interpreter)."""
+from __future__ import annotations
+
+import copy
+
+import pytest
+import torch
+
+from fla_ascend.ops.utils import rel_rmse
+
+transformers = pytest.importorskip("transformers")
+ft = pytest.importorskip("fla_ascend.integrations.transformers")
+
+TOL = 1e-5
+VOCAB, B, T = 64, 2, 20
+
+
+def _qwen3_next():
+    cfg = transformers.Qwen3NextConfig(
+        vocab_size=VOCAB, hidden_size=128, intermediate_size=64, num_hidden_layers=2, num_attention_heads=2,
+        num_key_value_heads=1, head_dim=32, linear_num_key_heads=2, linear_num_value_heads=4,
+        linear_key_head_dim=16, linear_value_head_dim=16, layer_types=["linear_attention", "full_attention"],
+        num_experts=2, num_experts_per_tok=1, moe_intermediate_size=32, shared_expert_intermediate_size=32,
+    )
+    return transformers.Qwen3NextForCausalLM(cfg)
+
+
+def _qwen3_5():
+    cfg = transformers.Qwen3_5TextConfig(
+        vocab_size=VOCAB, hidden_size=128, intermediate_size=64, num_hidden_layers=2, num_attention_heads=2,
+        num_key_value_heads=1, head_dim=32, linear_num_key_heads=2, linear_num_value_heads=4,
+        linear_key_head_dim=16, linear_value_head_dim=16, layer_types=["linear_attention", "full_attention"],
+    )
+    return transformers.Qwen3_5ForCausalLM(cfg)
+
+
+MODELS = {"qwen3_next": _qwen3_next, "qwen3_5": _qwen3_5}
+SLOW = pytest.mark.slow  # about 20 s each under the interpreter: CI runs Qwen3-Next's and Qwen3.5's prefill
+
+
+def _params(*fast):
+    return [pytest.param(n, marks=() if n in fast else SLOW) for n in sorted(MODELS)]
+
+
+@pytest.fixture(scope="module")
+def model(request):
+    torch.manual_seed(0)
+    assert request.param in MODELS
+    m = MODELS[request.param]().float()
+    # a decay that matters over T tokens (the random init's A_log can make g almost -inf)
+    for layer in m.model.layers:
+        if hasattr(layer, "linear_attn"):
+            with torch.no_grad():
+                layer.linear_attn.A_log.uniform_(-2, 0)
+    return request.param, m.eval()
+
+
+def _logits(m, **kw):
+    return m(**kw).logits
+
+
+def test_find_models_lists_qwen():
+    found = {name.split(".")[2]: kernels for name, kernels in ft.find_models().items()}
+    for model_type in ("qwen3_next", "qwen3_5"):
+        assert set(found[model_type]) == set(ft.KERNEL_NAMES), found[model_type]
+
+
+@pytest.mark.parametrize("model", _params("qwen3_next", "qwen3_5"), indirect=True)
+def test_enable_disable_restores(model):
+    name, _ = model
+    module = __import__(f"transformers.models.{name}.modeling_{name}", fromlist=["x"])
+    before = module.torch_chunk_gated_delta_rule
+    with ft.enable([name]):
+        assert module.torch_chunk_gated_delta_rule is ft.ADAPTERS["chunk_gated_delta_rule"]
+        assert ft.enabled_models() == [name]
+    assert module.torch_chunk_gated_delta_rule is before and ft.enabled_models() == []
+    ft.enable([name])
+    ft.disable()
+    assert module.torch_chunk_gated_delta_rule is before
+    with pytest.raises(ValueError, match="no transformers model 'llama'"):
+        ft.enable(["llama"])
+
+
+@pytest.mark.parametrize("model", _params("qwen3_next", "qwen3_5"), indirect=True)
+def test_prefill_and_padded_batch(model):
+    name, m = model
+    ids = torch.randint(0, VOCAB, (B, T))
+    mask = torch.ones(B, T, dtype=torch.long)
+    mask[1, :5] = 0  # left padding of the second sequence
+    with torch.no_grad():
+        ref, ref_pad = _logits(m, input_ids=ids), _logits(m, input_ids=ids, attention_mask=mask)
+        with ft.enable([name]):
+            out, out_pad = _logits(m, input_ids=ids), _logits(m, input_ids=ids, attention_mask=mask)
+    assert rel_rmse(ref, out) < TOL
+    assert rel_rmse(ref_pad[1, 5:], out_pad[1, 5:]) < TOL and rel_rmse(ref_pad[0], out_pad[0]) < TOL
+
+
+@pytest.mark.parametrize("model", _params("qwen3_next"), indirect=True)
+def test_cached_decode(model):
+    """Prefill with a cache, then 4 decode steps (the conv update and fused recurrent kernels)."""
+    name, m = model
+
+    def run():
+        ids = torch.randint(0, VOCAB, (B, 12), generator=torch.Generator().manual_seed(1))
+        with torch.no_grad():
+            out = m(input_ids=ids, use_cache=True)
+            cache, logits = out.past_key_values, [out.logits[:, -1]]
+            for _ in range(4):
+                nxt = logits[-1].argmax(-1, keepdim=True)
+                out = m(input_ids=nxt, past_key_values=cache, use_cache=True)
+                cache = out.past_key_values
+                logits.append(out.logits[:, -1])
+        return torch.stack(logits)
+
+    ref = run()
+    with ft.enable([name]):
+        out = run()
+    assert rel_rmse(ref, out) < TOL
+
+
+@pytest.mark.parametrize("model", _params("qwen3_next"), indirect=True)
+def test_training_step_gradients(model):
+    name, m = model
+    ids = torch.randint(0, VOCAB, (B, T))
+
+    def grads():
+        m.zero_grad()
+        m.train()
+        loss = m(input_ids=ids, labels=ids).loss
+        loss.backward()
+        m.eval()
+        return loss.detach(), {n: p.grad.clone() for n, p in m.named_parameters() if p.grad is not None}
+
+    ref_loss, ref = grads()
+    with ft.enable([name]):
+        loss, out = grads()
+    assert rel_rmse(ref_loss, loss) < TOL
+    assert ref.keys() == out.keys()
+    for n in ref:  # some gradients are ~1e-10 (an expert no token picked): an absolute floor for those
+        assert (ref[n] - out[n]).norm() <= 1e-4 * ref[n].norm() + 1e-7, n
+
+
+@pytest.mark.parametrize("model", _params(), indirect=True)
+def test_decode_with_grad_mode_on(model):
+    """A cached decode step in grad mode (e.g. inside a training loop) runs, as with
+    flash-linear-attention; the same logits as under no_grad."""
+    name, m = model
+    ids = torch.randint(0, VOCAB, (B, 8))
+    with ft.enable([name]):
+        with torch.no_grad():
+            cache = m(input_ids=ids, use_cache=True).past_key_values
+        nxt = ids[:, -1:]
+        cache2 = copy.deepcopy(cache)
+        out = m(input_ids=nxt, past_key_values=cache, use_cache=True).logits
+        assert out.requires_grad
+        with torch.no_grad():
+            ref = m(input_ids=nxt, past_key_values=cache2, use_cache=True).logits
+    assert rel_rmse(ref, out.detach()) < TOL
+
+
+def test_conv_adapter_no_copy_and_states():
+    """causal_conv1d_fn reads a transposed [B, T, D] input without a copy and returns a view;
+    initial/final states in causal-conv1d's [B, D, W - 1] layout; the update adapter shifts the
+    state in place."""
+    from fla_ascend.ops.causal_conv1d.reference import causal_conv1d_ref
+
+    D, W = 24, 4
+    x_btd = torch.randn(B, 9, D)
+    w, bias = torch.randn(D, W), torch.randn(D)
+    h0 = torch.randn(B, D, W - 1)
+    y, final = ft.conv1d_fn(x_btd.transpose(1, 2), w, bias, initial_states=h0, return_final_states=True,
+                            activation="silu")
+    ref, ref_ht = causal_conv1d_ref(x_btd, w, bias, None, torch.cat([torch.zeros(B, D, 1), h0], -1), True, "silu")
+    assert y.shape == (B, D, 9) and y.transpose(1, 2).is_contiguous()
+    assert rel_rmse(ref.transpose(1, 2), y) < TOL and rel_rmse(ref_ht[..., 1:], final) < TOL
+    state = torch.randn(B, D, W)
+    expect_state = torch.cat([state[..., 1:], x_btd[:, :1].transpose(1, 2)], -1)
+    step = ft.conv1d_update(x_btd[:, :1].transpose(1, 2), state, w, bias, "silu")
+    assert step.shape == (B, D, 1) and torch.equal(state, expect_state)
+    with pytest.raises(NotImplementedError, match="seq_idx"):
+        ft.conv1d_fn(x_btd.transpose(1, 2), w, seq_idx=torch.zeros(B, 9, dtype=torch.int32))
