@@ -182,3 +182,27 @@ def test_conv_adapter_no_copy_and_states():
     assert step.shape == (B, D, 1) and torch.equal(state, expect_state)
     with pytest.raises(NotImplementedError, match="seq_idx"):
         ft.conv1d_fn(x_btd.transpose(1, 2), w, seq_idx=torch.zeros(B, 9, dtype=torch.int32))
+
+
+@pytest.mark.parametrize("name", ["qwen3_next", "qwen3_5"])
+def test_layer_loads_transformers_state_dict(name):
+    """fla_ascend.layers.GatedDeltaNet loads Qwen3-Next's and Qwen3.5's GatedDeltaNet state dicts
+    (Qwen3.5's in_proj_qkv / in_proj_z / in_proj_b / in_proj_a regrouped) and computes what
+    transformers' layer computes."""
+    from fla_ascend.layers import GatedDeltaNet
+
+    torch.manual_seed(0)
+    cfg = MODELS[name]().config
+    hf = (transformers.models.qwen3_next.modeling_qwen3_next.Qwen3NextGatedDeltaNet if name == "qwen3_next" else
+          transformers.models.qwen3_5.modeling_qwen3_5.Qwen3_5GatedDeltaNet)(cfg, 0).float().eval()
+    with torch.no_grad():
+        hf.A_log.uniform_(-2, 0)
+    ours = GatedDeltaNet(cfg.hidden_size, cfg.linear_num_key_heads, cfg.linear_num_value_heads,
+                         cfg.linear_key_head_dim, cfg.linear_value_head_dim, cfg.linear_conv_kernel_dim,
+                         cfg.rms_norm_eps)
+    ours.load_state_dict(hf.state_dict(), strict=True)
+    x = torch.randn(B, 11, cfg.hidden_size)
+    with torch.no_grad():
+        ref = hf(x)
+        out, _ = ours(x)
+    assert rel_rmse(ref, out) < TOL
