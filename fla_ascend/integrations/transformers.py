@@ -41,8 +41,9 @@ import torch
 
 from fla_ascend.ops import causal_conv1d, causal_conv1d_update, chunk_gated_delta_rule, fused_recurrent_gated_delta_rule
 
-TESTED_TRANSFORMERS = ">=5.0,<6"
-"""transformers versions the ``transformers`` extra allows; CI installs 5.24.0 (tests/integrations)."""
+TESTED_TRANSFORMERS = "5.24.0"
+"""The transformers release the tests run against (``scripts/setup_env.sh``); the ``transformers``
+extra allows ``>=5.24,<6``."""
 
 KERNEL_NAMES = ("chunk_gated_delta_rule", "fused_recurrent_gated_delta_rule", "causal_conv1d_fn",
                 "causal_conv1d_update")
