@@ -40,15 +40,20 @@ def _fused_recurrent_task(
     o_v = i_v * BV + tl.arange(0, BV)
     m_k = o_k < K
     m_v = o_v < V
-    m_h = m_k[:, None] & m_v[None, :]
-    # the tile is [BK, BV] in both layouts; only the state's address changes ([V, K] per head when STATE_V_FIRST)
+    # the on-chip tile is [BK, BV] in both layouts; a V-first state ([V, K] per head) is moved as
+    # [BV, BK] tiles, contiguous along K (docs/ascend-rules.md, R5), and transposed on chip
     if STATE_V_FIRST:
-        p_state = (i_n * HV + i_hv) * K * V + o_v[None, :] * K + o_k[:, None]
+        p_state = (i_n * HV + i_hv) * K * V + o_v[:, None] * K + o_k[None, :]
+        m_s = m_v[:, None] & m_k[None, :]
     else:
         p_state = (i_n * HV + i_hv) * K * V + o_k[:, None] * V + o_v[None, :]
+        m_s = m_k[:, None] & m_v[None, :]
     b_h = tl.zeros([BK, BV], dtype=tl.float32)
     if USE_INITIAL_STATE:
-        b_h += tl.load(h0 + p_state, mask=m_h, other=0.0).to(tl.float32)
+        if STATE_V_FIRST:
+            b_h += tl.trans(tl.load(h0 + p_state, mask=m_s, other=0.0).to(tl.float32))  # [BK, BV]
+        else:
+            b_h += tl.load(h0 + p_state, mask=m_s, other=0.0).to(tl.float32)
     if USE_GATE:
         b_A = tl.exp(tl.load(A_log + i_hv).to(tl.float32))
         if HAS_DT_BIAS:
@@ -88,7 +93,10 @@ def _fused_recurrent_task(
         b_o = tl.sum(b_h * b_q[:, None], 0) * scale  # [BV]
         tl.store(o + p_v, b_o.to(o.dtype.element_ty), mask=m_v)
     if STORE_FINAL_STATE:
-        tl.store(ht + p_state, b_h, mask=m_h)
+        if STATE_V_FIRST:
+            tl.store(ht + p_state, tl.trans(b_h), mask=m_s)
+        else:
+            tl.store(ht + p_state, b_h, mask=m_s)
 
 
 @triton.jit(do_not_specialize=["T", "n_tasks", "n_programs"])
