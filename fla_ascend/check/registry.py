@@ -65,7 +65,7 @@ def _backward(loss):
 
 
 def _recurrent(K=128, V=128, varlen=False, fla_flags=False):
-    """``fla_flags``: per-dim decays ``gk``/``gv``, beta logits (``2 sigmoid``) and a V-first state."""
+    """``fla_flags``: per-dim decays ``gk``/``gv``, per-value beta logits (``2 sigmoid``), a V-first state."""
     def run():
         from fla_ascend.ops.gated_delta_rule.fused_recurrent import fused_recurrent_gated_delta_rule
 
@@ -77,6 +77,7 @@ def _recurrent(K=128, V=128, varlen=False, fla_flags=False):
             B, T, HV = v.shape[:3]
             extra = dict(gk=-torch.rand(B, T, HV, K), gv=-torch.rand(B, T, HV, V), use_beta_sigmoid_in_kernel=True,
                          allow_neg_eigval=True, state_v_first=True)
+            beta = torch.randn(B, T, HV, V, dtype=DTYPE)
             h0 = h0.transpose(-1, -2).contiguous()
         fused_recurrent_gated_delta_rule(q, k, v, g=g, beta=beta, initial_state=h0, output_final_state=True, cu_seqlens=cu,
                                          use_qk_l2norm_in_kernel=True, **extra)

@@ -107,11 +107,11 @@ def test_cached_decode(model):
         ids = torch.randint(0, VOCAB, (B, 12), generator=torch.Generator().manual_seed(1))
         with torch.no_grad():
             out = m(input_ids=ids, use_cache=True)
-            cache, logits = out.past_key_values, [out.logits[:, -1]]
+            cache, logits = out.cache, [out.logits[:, -1]]
             for _ in range(4):
                 nxt = logits[-1].argmax(-1, keepdim=True)
-                out = m(input_ids=nxt, past_key_values=cache, use_cache=True)
-                cache = out.past_key_values
+                out = m(input_ids=nxt, cache=cache, use_cache=True)
+                cache = out.cache
                 logits.append(out.logits[:, -1])
         return torch.stack(logits)
 
@@ -151,13 +151,13 @@ def test_decode_with_grad_mode_on(model):
     ids = torch.randint(0, VOCAB, (B, 8))
     with ft.enable([name]):
         with torch.no_grad():
-            cache = m(input_ids=ids, use_cache=True).past_key_values
+            cache = m(input_ids=ids, use_cache=True).cache
         nxt = ids[:, -1:]
         cache2 = copy.deepcopy(cache)
-        out = m(input_ids=nxt, past_key_values=cache, use_cache=True).logits
+        out = m(input_ids=nxt, cache=cache, use_cache=True).logits
         assert out.requires_grad
         with torch.no_grad():
-            ref = m(input_ids=nxt, past_key_values=cache2, use_cache=True).logits
+            ref = m(input_ids=nxt, cache=cache2, use_cache=True).logits
     assert rel_rmse(ref, out.detach()) < TOL
 
 

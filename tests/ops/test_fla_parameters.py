@@ -127,10 +127,10 @@ def test_varlen_hint_errors(device):
         chunk_gated_delta_rule(**{**x, "cu_seqlens": None, "initial_state": None}, cu_seqlens_cpu=torch.tensor([0, 10]))
 
 
-@pytest.mark.parametrize("gates", ["none", "gk", "gv", "g+gk+gv", "beta_sigmoid_v_first"])
+@pytest.mark.parametrize("gates", ["none", "gk", "gv", "g+gk+gv", "beta_sigmoid_v_first", "beta_per_v"])
 def test_fused_recurrent_optional_gates(gates, device):
-    """g, gk, gv and beta optional (a plain delta rule when all are None), beta logits and V-first
-    states, against the reference."""
+    """g, gk, gv and beta optional (a plain delta rule when all are None), beta per value column,
+    beta logits and V-first states, against the reference."""
     x = make_inputs(B, 9, H, HV, K, V, torch.float32, device)
     gk = F.logsigmoid(torch.randn(B, 9, HV, K, device=device) + 3)
     gv = F.logsigmoid(torch.randn(B, 9, HV, V, device=device) + 3)
@@ -145,6 +145,10 @@ def test_fused_recurrent_optional_gates(gates, device):
     elif gates == "g+gk+gv":
         kw.update(g=x["g"], gk=gk, gv=gv, beta=x["beta"])
         ref_kw.update(g=x["g"], gk=gk, gv=gv, beta=x["beta"])
+    elif gates == "beta_per_v":
+        beta_v = torch.rand(B, 9, HV, V, device=device)
+        kw.update(g=x["g"], beta=beta_v)
+        ref_kw.update(g=x["g"], beta=beta_v)
     elif gates == "beta_sigmoid_v_first":
         logits = torch.randn(B, 9, HV, device=device)
         kw.update(g=x["g"], beta=logits, use_beta_sigmoid_in_kernel=True, allow_neg_eigval=True, state_v_first=True,

@@ -23,7 +23,7 @@ def _fused_recurrent_task(
     USE_INITIAL_STATE: tl.constexpr, STORE_FINAL_STATE: tl.constexpr, USE_QK_L2NORM: tl.constexpr,
     USE_GATE: tl.constexpr, HAS_DT_BIAS: tl.constexpr, IS_VARLEN: tl.constexpr,
     USE_G: tl.constexpr, USE_GK: tl.constexpr, USE_GV: tl.constexpr, USE_BETA: tl.constexpr,
-    BETA_SIGMOID: tl.constexpr, NEG_EIGVAL: tl.constexpr, STATE_V_FIRST: tl.constexpr,
+    BETA_SIGMOID: tl.constexpr, NEG_EIGVAL: tl.constexpr, STATE_V_FIRST: tl.constexpr, BETA_PER_V: tl.constexpr,
 ):
     NV = tl.cdiv(V, BV)
     i_n = tl.cast(i_task // (HV * NV), tl.int64)
@@ -68,7 +68,10 @@ def _fused_recurrent_task(
         p_v = (t * HV + i_hv) * V + o_v
         b_v = tl.load(v + p_v, mask=m_v, other=0.0).to(tl.float32)  # [BV]
         if USE_BETA:
-            b_beta = tl.load(beta + t * HV + i_hv).to(tl.float32)
+            if BETA_PER_V:  # beta [B, T, HV, V]: one per value column
+                b_beta = tl.load(beta + p_v, mask=m_v, other=0.0).to(tl.float32)  # [BV]
+            else:
+                b_beta = tl.load(beta + t * HV + i_hv).to(tl.float32)
             if BETA_SIGMOID:
                 b_beta = 1.0 / (1.0 + tl.exp(-b_beta))
                 if NEG_EIGVAL:
@@ -107,19 +110,19 @@ def fused_recurrent_gated_delta_rule_kernel(
     USE_GATE: tl.constexpr, HAS_DT_BIAS: tl.constexpr, IS_VARLEN: tl.constexpr, TASK_LOOP: tl.constexpr,
     USE_G: tl.constexpr = True, USE_GK: tl.constexpr = False, USE_GV: tl.constexpr = False,
     USE_BETA: tl.constexpr = True, BETA_SIGMOID: tl.constexpr = False, NEG_EIGVAL: tl.constexpr = False,
-    STATE_V_FIRST: tl.constexpr = False,
+    STATE_V_FIRST: tl.constexpr = False, BETA_PER_V: tl.constexpr = False,
 ):
     if TASK_LOOP:
         for i_task in tl.range(tl.program_id(0), n_tasks, n_programs):
             _fused_recurrent_task(i_task, q, k, v, g, gk, gv, beta, A_log, dt_bias, o, h0, ht, cu_seqlens, scale, T,
                                   H, HV, K, V, BK, BV, USE_INITIAL_STATE, STORE_FINAL_STATE, USE_QK_L2NORM,
                                   USE_GATE, HAS_DT_BIAS, IS_VARLEN, USE_G, USE_GK, USE_GV, USE_BETA, BETA_SIGMOID,
-                                  NEG_EIGVAL, STATE_V_FIRST)
+                                  NEG_EIGVAL, STATE_V_FIRST, BETA_PER_V)
     else:
         _fused_recurrent_task(tl.program_id(0), q, k, v, g, gk, gv, beta, A_log, dt_bias, o, h0, ht, cu_seqlens,
                               scale, T, H, HV, K, V, BK, BV, USE_INITIAL_STATE, STORE_FINAL_STATE, USE_QK_L2NORM,
                               USE_GATE, HAS_DT_BIAS, IS_VARLEN, USE_G, USE_GK, USE_GV, USE_BETA, BETA_SIGMOID,
-                              NEG_EIGVAL, STATE_V_FIRST)
+                              NEG_EIGVAL, STATE_V_FIRST, BETA_PER_V)
 
 
 CUDA_WARPS = 2
@@ -154,6 +157,7 @@ def fused_recurrent_gated_delta_rule_fwd(x, output_final_state, use_qk_l2norm_in
         IS_VARLEN=x.cu_seqlens is not None, TASK_LOOP=plan.task_loop,
         USE_G=x.g is not None, USE_GK=x.gk is not None, USE_GV=x.gv is not None, USE_BETA=x.beta is not None,
         BETA_SIGMOID=use_beta_sigmoid_in_kernel, NEG_EIGVAL=allow_neg_eigval, STATE_V_FIRST=state_v_first,
+        BETA_PER_V=x.beta is not None and x.beta.dim() == 4,
         **launch_options(num_warps=CUDA_WARPS),
     )
     return o, ht
@@ -209,7 +213,7 @@ def fused_recurrent_gated_delta_rule(
         g: ``[B, T, HV]`` log decay (the raw gate input with ``use_gate_in_kernel``), or ``None``.
         gk: ``[B, T, HV, K]`` log decay per key dim, or ``None``.
         gv: ``[B, T, HV, V]`` log decay per value dim, or ``None``.
-        beta: ``[B, T, HV]``, or ``None`` (all ones).
+        beta: ``[B, T, HV]``, ``[B, T, HV, V]`` (one per value column), or ``None`` (all ones).
         scale, initial_state, output_final_state, use_qk_l2norm_in_kernel, use_gate_in_kernel,
         A_log, dt_bias, use_beta_sigmoid_in_kernel, allow_neg_eigval, state_v_first, cu_seqlens:
             as :func:`fla_ascend.ops.chunk_gated_delta_rule`.

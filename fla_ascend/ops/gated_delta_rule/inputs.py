@@ -40,7 +40,8 @@ def validate_inputs(
 ) -> GatedDeltaRuleInputs:
     """Check shapes, dtypes, devices and varlen boundaries; return contiguous inputs.
 
-    ``gates_optional`` (the fused recurrent op): ``g`` and ``beta`` may be ``None`` and ``gk``
+    ``gates_optional`` (the fused recurrent op): ``g`` and ``beta`` may be ``None``, ``beta`` may be
+    ``[B, T, HV, V]``, and ``gk``
     ``[B, T, HV, K]`` / ``gv`` ``[B, T, HV, V]`` may be given. ``state_v_first``: ``initial_state``
     is ``[N, HV, V, K]``. ``cu_seqlens_cpu`` / ``chunk_indices``: see
     :func:`fla_ascend.ops.utils.check_varlen`.
@@ -67,7 +68,9 @@ def validate_inputs(
                 raise ValueError(f"head dim {name} must be in [1, {MAX_HEAD_DIM}], got {name}={size}")
         if not gates_optional or g is not None:
             check_tensor("g", g, (B, T, HV), dtypes=FLOAT_DTYPES)
-        if not gates_optional or beta is not None:
+        if gates_optional and isinstance(beta, torch.Tensor) and beta.dim() == 4:  # per value column
+            check_tensor("beta", beta, (B, T, HV, V), dtypes=FLOAT_DTYPES)
+        elif not gates_optional or beta is not None:
             check_tensor("beta", beta, (B, T, HV), dtypes=FLOAT_DTYPES)
         if gk is not None:
             check_tensor("gk", gk, (B, T, HV, K), dtypes=FLOAT_DTYPES)

@@ -63,7 +63,8 @@ def naive_recurrent_gated_delta_rule(
     gk=None, gv=None,
 ):
     """Token-by-token reference. Arguments and shapes as :func:`fla_ascend.ops.chunk_gated_delta_rule`;
-    ``g`` / ``beta`` may be ``None`` (no scalar decay / beta = 1), and ``gk`` ``[B, T, HV, K]`` /
+    ``g`` / ``beta`` may be ``None`` (no scalar decay / beta = 1), ``beta`` ``[B, T, HV, V]`` (one per
+    value column), and ``gk`` ``[B, T, HV, K]`` /
     ``gv`` ``[B, T, HV, V]`` decay the state per row / per column (``h = h * exp(gk)[:, None] *
     exp(gv)[None, :]`` after the scalar decay), as the fused recurrent op.
 
@@ -84,7 +85,8 @@ def naive_recurrent_gated_delta_rule(
                 h = h * gk[b, t].float().exp()[:, :, None]
             if gv is not None:
                 h = h * gv[b, t].float().exp()[:, None, :]
-            v_new = beta[b, t][:, None] * (v[b, t] - torch.einsum("hkv,hk->hv", h, k[b, t]))
+            b_t = beta[b, t] if beta.dim() == 4 else beta[b, t][:, None]  # [HV, V] or [HV, 1]
+            v_new = b_t * (v[b, t] - torch.einsum("hkv,hk->hv", h, k[b, t]))
             h = h + torch.einsum("hk,hv->hkv", k[b, t], v_new)
             outs[b][t] = torch.einsum("hkv,hk->hv", h, q[b, t])
         finals.append(h)
