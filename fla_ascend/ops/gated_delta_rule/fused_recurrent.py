@@ -1,7 +1,10 @@
 """``fused_recurrent_gated_delta_rule``: token-by-token gated delta rule for decode and short
-prefill (forward only; it runs with grad mode on, a backward through it raises). One task per (sequence, value head, ``BV`` slice of the state): the
-``[K, BV]`` fp32 state slice stays on chip for the whole sequence, so the state is read and
-written once per call; at T = 1 (decode) that state traffic is the whole cost.
+prefill (forward only: it runs with grad mode on, a backward through it raises). One task per
+(sequence, value head, ``BV`` slice of the state): the ``[K, BV]`` fp32 state slice stays on chip
+for the whole sequence, so the state is read and written once per call; at T = 1 (decode) that
+state traffic is the whole cost. Optional per-token decays (``g`` scalar, ``gk`` per key row,
+``gv`` per value column), beta (``[B, T, HV]``, per value column, or absent), beta logits and a
+V-first state layout are constexpr flags, as flash-linear-attention 0.6.0's arguments.
 """
 from __future__ import annotations
 
