@@ -64,15 +64,23 @@ def _backward(loss):
         pass
 
 
-def _recurrent(K=128, V=128, varlen=False):
+def _recurrent(K=128, V=128, varlen=False, fla_flags=False):
+    """``fla_flags``: per-dim decays ``gk``/``gv``, per-value beta logits (``2 sigmoid``), a V-first state."""
     def run():
         from fla_ascend.ops.gated_delta_rule.fused_recurrent import fused_recurrent_gated_delta_rule
 
         q, k, v, g, beta, cu, h0 = _gdn_inputs(T=8 if not varlen else 12, K=K, V=V, varlen=varlen, grad=False)
         if varlen:
             cu = torch.tensor([0, 3, 7, 12], dtype=torch.long)
-        fused_recurrent_gated_delta_rule(q, k, v, g, beta, initial_state=h0, output_final_state=True, cu_seqlens=cu,
-                                         use_qk_l2norm_in_kernel=True)
+        extra = {}
+        if fla_flags:
+            B, T, HV = v.shape[:3]
+            extra = dict(gk=-torch.rand(B, T, HV, K), gv=-torch.rand(B, T, HV, V), use_beta_sigmoid_in_kernel=True,
+                         allow_neg_eigval=True, state_v_first=True)
+            beta = torch.randn(B, T, HV, V, dtype=DTYPE)
+            h0 = h0.transpose(-1, -2).contiguous()
+        fused_recurrent_gated_delta_rule(q, k, v, g=g, beta=beta, initial_state=h0, output_final_state=True, cu_seqlens=cu,
+                                         use_qk_l2norm_in_kernel=True, **extra)
     return run
 
 
@@ -115,7 +123,8 @@ CHUNK_SCENARIOS: dict[str, Callable] = {
     "varlen-K128-BT64": _chunk(varlen=True),
     "gate-K128-BT64": _chunk(gate=True),
 }
-RECURRENT_SCENARIOS = {"K128": _recurrent(), "K256-V128": _recurrent(K=256), "varlen-K128": _recurrent(varlen=True)}
+RECURRENT_SCENARIOS = {"K128": _recurrent(), "K256-V128": _recurrent(K=256), "varlen-K128": _recurrent(varlen=True),
+                       "gk-gv-vfirst-K128": _recurrent(fla_flags=True)}
 def _rms_gated(D=128):
     def run():
         from fla_ascend.ops.norm.rms_norm_gated import rms_norm_gated

@@ -8,7 +8,10 @@ with the gate computed in the kernel (``g = -exp(A_log) * softplus(a + dt_bias)`
 ``beta = sigmoid(b)`` and q/k L2-normalised in the kernel; gated RMSNorm of each value head with
 ``z``; ``out_proj``. Layout and names follow transformers' ``Qwen3NextGatedDeltaNet``
 (``in_proj_qkvz``, ``in_proj_ba``, ``conv1d.weight`` ``[conv_dim, 1, W]``, ``dt_bias``, ``A_log``,
-``norm.weight``, ``out_proj.weight``), so its state dict loads as is.
+``norm.weight``, ``out_proj.weight``), so its state dict loads as is. Qwen3.5's
+``Qwen3_5GatedDeltaNet`` state dict loads too: its ungrouped ``in_proj_qkv`` (``[q | k | v]``),
+``in_proj_z``, ``in_proj_b`` and ``in_proj_a`` are regrouped per key head into ``in_proj_qkvz`` /
+``in_proj_ba`` on load (:meth:`GatedDeltaNet._load_from_state_dict`).
 """
 from __future__ import annotations
 
@@ -96,6 +99,28 @@ class GatedDeltaNet(nn.Module):
         self.norm = FusedRMSNormGated(head_v_dim, eps=norm_eps, activation="swish", **fk)
         self.out_proj = nn.Linear(self.value_dim, hidden_size, bias=False, **fk)
 
+    QWEN3_5_NAMES = ("in_proj_qkv", "in_proj_z", "in_proj_b", "in_proj_a")
+    """Qwen3.5's projection names (transformers' ``Qwen3_5GatedDeltaNet``), accepted on load."""
+
+    def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
+        """Load Qwen3-Next's names as they are, or Qwen3.5's: ``in_proj_qkv`` ``[2 H K + HV V, hidden]``
+        (all q rows, then k, then v), ``in_proj_z`` ``[HV V, hidden]``, ``in_proj_b`` / ``in_proj_a``
+        ``[HV, hidden]``, regrouped per key head ``h`` as ``[q_h | k_h | v_h | z_h]`` and ``[b_h | a_h]``
+        (value heads ``h r .. h r + r - 1``, ``r = HV / H``: the same heads Qwen3.5's GVA gives key
+        head ``h``)."""
+        keys = [f"{prefix}{n}.weight" for n in self.QWEN3_5_NAMES]
+        if all(k in state_dict for k in keys):
+            qkv, z, b, a = (state_dict.pop(k) for k in keys)
+            H, K, V, r = self.num_k_heads, self.head_k_dim, self.head_v_dim, self.num_v_heads // self.num_k_heads
+            hid = qkv.shape[-1]
+            q, k, v = torch.split(qkv, [H * K, H * K, H * r * V], dim=0)
+            state_dict[f"{prefix}in_proj_qkvz.weight"] = torch.cat(
+                [q.reshape(H, K, hid), k.reshape(H, K, hid), v.reshape(H, r * V, hid), z.reshape(H, r * V, hid)], 1
+            ).reshape(-1, hid)
+            state_dict[f"{prefix}in_proj_ba.weight"] = torch.cat(
+                [b.reshape(H, r, hid), a.reshape(H, r, hid)], 1).reshape(-1, hid)
+        super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
+
     # ------------------------------------------------------------------ pieces
     def _project(self, x: torch.Tensor):
         """``x`` ``[B, T, hidden]`` -> ``mixed_qkv`` ``[B, T, conv_dim]``, ``z`` ``[B, T, HV, V]``,
@@ -175,7 +200,7 @@ class GatedDeltaNet(nn.Module):
         use_recurrent = T <= self.fused_recurrent_max_len and not torch.is_grad_enabled()
         rule = fused_recurrent_gated_delta_rule if use_recurrent else chunk_gated_delta_rule
         o, rec_state = rule(
-            q, k, v, a, b.sigmoid(), initial_state=cache.recurrent_state if cache is not None else None,
+            q, k, v, g=a, beta=b.sigmoid(), initial_state=cache.recurrent_state if cache is not None else None,
             output_final_state=want_state, use_qk_l2norm_in_kernel=True, cu_seqlens=cu_seqlens,
             use_gate_in_kernel=True, A_log=self.A_log, dt_bias=self.dt_bias,
         )
@@ -208,7 +233,7 @@ class GatedDeltaNet(nn.Module):
         y, _ = causal_conv1d_update(mixed_qkv[:, 0], cache.conv_state, weight=self.conv1d.weight, activation="silu")
         q, k, v = self._split_qkv(y[:, None])
         o, rec_state = fused_recurrent_gated_delta_rule(
-            q, k, v, a, b.sigmoid(), initial_state=cache.recurrent_state, output_final_state=True,
+            q, k, v, g=a, beta=b.sigmoid(), initial_state=cache.recurrent_state, output_final_state=True,
             use_qk_l2norm_in_kernel=True, use_gate_in_kernel=True, A_log=self.A_log, dt_bias=self.dt_bias,
         )
         cache.recurrent_state = rec_state
@@ -225,7 +250,7 @@ class GatedDeltaNet(nn.Module):
         )
         q, k, v = self._split_qkv(mixed_qkv)
         o, rec_state = naive_recurrent_gated_delta_rule(
-            q, k, v, a, b.sigmoid(), initial_state=cache.recurrent_state if cache is not None else None,
+            q, k, v, g=a, beta=b.sigmoid(), initial_state=cache.recurrent_state if cache is not None else None,
             output_final_state=want_state, use_qk_l2norm_in_kernel=True, cu_seqlens=cu_seqlens,
             use_gate_in_kernel=True, A_log=self.A_log, dt_bias=self.dt_bias,
         )

@@ -46,17 +46,28 @@ def test_gradient_penalty_raises(op, make, device):
     assert dx.shape == x.shape and dx.isfinite().all()
 
 
-def test_decode_ops_are_forward_only(device):
-    """Both decode ops name the inputs that require grad; under no_grad they run."""
+def test_decode_ops_run_with_grad_and_refuse_backward(device):
+    """Both decode ops run their forward with grad mode on and inputs that require grad (as
+    flash-linear-attention's do), with the same results as under no_grad; a backward raises,
+    naming the op."""
     w = torch.randn(16, 4, device=device, requires_grad=True)
-    cache = torch.zeros(2, 16, 4, device=device)
     x = torch.randn(2, 16, device=device)
-    with pytest.raises(RuntimeError, match=r"^causal_conv1d_update is forward only \(weight requires grad\)"):
-        causal_conv1d_update(x, cache, weight=w)
+    cache = torch.randn(2, 16, 4, device=device)
+    cache2 = cache.clone()
+    y, c = causal_conv1d_update(x, cache, weight=w)
+    assert c is cache and y.requires_grad
     with torch.no_grad():
-        y, _ = causal_conv1d_update(x, cache, weight=w)
-    assert y.shape == x.shape
+        y2, _ = causal_conv1d_update(x, cache2, weight=w)
+    torch.testing.assert_close(y.detach(), y2, rtol=0, atol=0)
+    torch.testing.assert_close(cache, cache2, rtol=0, atol=0)
+    with pytest.raises(NotImplementedError, match=r"^causal_conv1d_update has no backward"):
+        y.sum().backward()
     s = make_inputs(2, 1, 1, 1, 16, 16, torch.float32, device)
     s["q"].requires_grad_()
-    with pytest.raises(RuntimeError, match=r"^fused_recurrent_gated_delta_rule is forward only \(q requires grad\)"):
-        fused_recurrent_gated_delta_rule(**s)
+    o, ht = fused_recurrent_gated_delta_rule(**s, output_final_state=True)
+    with torch.no_grad():
+        o2, ht2 = fused_recurrent_gated_delta_rule(**s, output_final_state=True)
+    torch.testing.assert_close(o.detach(), o2, rtol=0, atol=0)
+    torch.testing.assert_close(ht.detach(), ht2, rtol=0, atol=0)
+    with pytest.raises(NotImplementedError, match=r"^fused_recurrent_gated_delta_rule has no backward"):
+        o.sum().backward()

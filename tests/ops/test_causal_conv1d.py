@@ -26,7 +26,7 @@ def _check(B, T, D, W, device, dtype=torch.float32, activation="silu", use_bias=
         h0 = torch.randn(N, W, D, device=device).transpose(1, 2) if state_views else torch.randn(N, D, W, device=device)
         h0 = h0.to(dtype).requires_grad_()
     cu = torch.tensor(cu_seqlens, dtype=torch.int32, device=device) if cu_seqlens is not None else None
-    y, ht = causal_conv1d(x, w, b, r, h0, final, activation, cu)
+    y, ht = causal_conv1d(x, w, b, r, h0, final, activation, cu_seqlens=cu)
     assert y.shape == (B, T, D) and y.dtype == dtype
     assert (ht is not None) == final
     dy = torch.randn(B, T, D, device=device).to(dtype)

@@ -493,7 +493,7 @@ def test_chunk_fwd_gpu_long_t_int32(device):
     cu = torch.arange(0, T + 1, L, device=device, dtype=torch.int32)
     with torch.no_grad():
         o, ht = chunk_gated_delta_rule(q, k, v, g, beta, output_final_state=True, cu_seqlens=cu)
-        of, htf = fused_recurrent_gated_delta_rule(q, k, v, g, beta, output_final_state=True, cu_seqlens=cu)
+        of, htf = fused_recurrent_gated_delta_rule(q, k, v, g=g, beta=beta, output_final_state=True, cu_seqlens=cu)
     assert o.isfinite().all() and ht.isfinite().all()
     for n in (0, n_seq // 2, n_seq - 2, n_seq - 1):
         s = slice(n * L, (n + 1) * L)

@@ -279,14 +279,6 @@ def test_gate_param_dtype(op, device):
     expect(TypeError, op, _with(x, A_log=x["A_log"].double()), "A_log", "torch.float32", "torch.float64")
 
 
-def test_fused_recurrent_rejects_grad(x):
-    """The recurrent op is forward only: an input that requires grad raises, naming the fix."""
-    with pytest.raises(RuntimeError, match="forward only"):
-        fused_recurrent_gated_delta_rule(**_with(x, q=x["q"].clone().requires_grad_()))
-    with torch.no_grad():
-        fused_recurrent_gated_delta_rule(**_with(x, q=x["q"].clone().requires_grad_()))
-
-
 @pytest.mark.skipif(not backend.is_interpreter(), reason="only the Triton interpreter mis-computes bf16 dots")
 def test_bf16_rejected_on_the_interpreter():
     x = make_inputs(1, 8, 1, 1, 16, 16, torch.bfloat16, "cpu", h0=False)

@@ -41,10 +41,10 @@ import triton.language as tl
 
 from fla_ascend import backend
 from fla_ascend.backend import launch_options
-from fla_ascend.ops.utils.autograd import check_forward_only, kernel_backward
+from fla_ascend.ops.utils.autograd import kernel_backward
 from fla_ascend.ops.utils.index import prepare_chunk_indices
 from fla_ascend.ops.utils.math import sigmoid, silu
-from fla_ascend.ops.utils.validation import check_cu_seqlens, check_same_device, check_tensor, op_errors
+from fla_ascend.ops.utils.validation import check_same_device, check_tensor, check_varlen, op_errors
 from fla_ascend.tiling import check_int32_offsets, task_plan
 from fla_ascend.tiling.grid import CUDA_MAX_GRID_X, MAX_GRID
 from fla_ascend.tiling.sizes import cdiv, next_pow2
@@ -665,12 +665,36 @@ def causal_conv1d_bwd(x, wt, bias, h0t, dy, dht, activation, cu_seqlens, chunk_i
     return dx, dwt, db, dh0
 
 
+FLA_CHUNK_SIZE = 64
+"""Chunk length of the ``chunk_indices`` :func:`causal_conv1d` accepts (flash-linear-attention's
+conv default)."""
+
+
+def _conv_chunk_indices(cu_seqlens, BT, chunk_indices=None, cu_seqlens_cpu=None):
+    """The varlen task list for ``BT``-token tiles. From ``chunk_indices`` of
+    :data:`FLA_CHUNK_SIZE`-token chunks when ``BT`` divides it: each row ``(i_n, i_t)`` becomes
+    ``(i_n, i_t * r + j)`` for ``j < r = 64 / BT`` (a fixed-size expansion, nothing read back from
+    the device; tiles past a sequence's end are fully masked and write zero partial sums).
+    Otherwise from ``cu_seqlens_cpu`` when given, else from ``cu_seqlens``."""
+    if cu_seqlens is None:
+        return None
+    if chunk_indices is not None and FLA_CHUNK_SIZE % BT == 0:
+        r = FLA_CHUNK_SIZE // BT
+        ci = chunk_indices.to(torch.int32)
+        sub = torch.arange(r, dtype=torch.int32, device=ci.device)
+        i_n = ci[:, :1].expand(-1, r).reshape(-1)
+        i_t = (ci[:, 1:] * r + sub[None, :]).reshape(-1)
+        return torch.stack([i_n, i_t], 1).contiguous()
+    return prepare_chunk_indices(cu_seqlens, BT, cu_seqlens_cpu)
+
+
 class CausalConv1dFunction(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, x, weight, bias, residual, initial_state, output_final_state, activation, cu_seqlens):
+    def forward(ctx, x, weight, bias, residual, initial_state, output_final_state, activation, cu_seqlens,
+                fla_chunk_indices=None, cu_seqlens_cpu=None):
         D, W = weight.shape
         BT, BD, num_warps = _tiles(D, "fwd")
-        chunk_indices = prepare_chunk_indices(cu_seqlens, BT) if cu_seqlens is not None else None
+        chunk_indices = _conv_chunk_indices(cu_seqlens, BT, fla_chunk_indices, cu_seqlens_cpu)
         wt = weight.t().contiguous()  # [W, D]: each tap a contiguous row (NPU layout rule)
         h0t = _state_rows(initial_state)  # [N, W, D]: state rows contiguous along D (NPU layout rule)
         y = causal_conv1d_fwd(x, wt, bias, residual, h0t, activation, cu_seqlens, chunk_indices, BT, BD, num_warps)
@@ -678,22 +702,26 @@ class CausalConv1dFunction(torch.autograd.Function):
         if output_final_state:
             dtype = initial_state.dtype if initial_state is not None else x.dtype
             ht = causal_conv1d_states_fwd(x, W, h0t, cu_seqlens, BD, dtype)
-        ctx.save_for_backward(x, wt, bias, h0t, cu_seqlens, chunk_indices)
+        ctx.save_for_backward(x, wt, bias, h0t, cu_seqlens, chunk_indices, fla_chunk_indices, cu_seqlens_cpu)
         ctx.meta = (activation, weight.dtype, residual is not None, BT)
         return y, ht
 
     @staticmethod
     @kernel_backward("causal_conv1d")
     def backward(ctx, dy, dht):
-        x, wt, bias, h0t, cu_seqlens, chunk_indices = ctx.saved_tensors
+        x, wt, bias, h0t, cu_seqlens, chunk_indices, fla_chunk_indices, cu_seqlens_cpu = ctx.saved_tensors
         activation, w_dtype, has_residual, fwd_BT = ctx.meta
         BT, BD, num_warps = _tiles(wt.shape[1], "bwd")
+        gather = _bwd_shift_gather()
+        step = _bwd_step(BT, wt.shape[0], gather)
+        if cu_seqlens is not None and step != fwd_BT:
+            chunk_indices, fwd_BT = _conv_chunk_indices(cu_seqlens, step, fla_chunk_indices, cu_seqlens_cpu), step
         dx, dwt, db, dh0 = causal_conv1d_bwd(x, wt, bias, h0t, dy, dht, activation, cu_seqlens, chunk_indices,
-                                             fwd_BT, BT, BD, num_warps, _bwd_shift_gather())
+                                             fwd_BT, BT, BD, num_warps, gather)
         dw = dwt.t().to(w_dtype)
         db = db.to(bias.dtype) if db is not None else None
         dres = dy if has_residual else None
-        return dx, dw, db, dres, dh0, None, None, None
+        return dx, dw, db, dres, dh0, None, None, None, None, None
 
 
 # ----------------------------------------------------------------------------- public API
@@ -717,18 +745,37 @@ def _check_weight(weight, D):
     return weight, W
 
 
+BACKENDS = ("triton",)
+"""``backend`` values :func:`causal_conv1d` honours: our Triton kernels. flash-linear-attention's
+``"cuda"`` (the causal-conv1d package) and ``"mix"`` raise ``NotImplementedError``."""
+
+
+def _check_backend(op, backend):
+    if backend in BACKENDS:
+        return
+    if backend in ("cuda", "mix"):
+        raise NotImplementedError(f"{op}: backend={backend!r} (flash-linear-attention's causal-conv1d CUDA path) is "
+                                  f"not implemented here; use backend='triton' (fla-ascend's kernels)")
+    raise ValueError(f"{op}: backend must be one of 'triton', 'cuda', 'mix', got {backend!r}")
+
+
 def causal_conv1d(
     x: torch.Tensor,
-    weight: torch.Tensor,
+    weight: torch.Tensor | None = None,
     bias: torch.Tensor | None = None,
     residual: torch.Tensor | None = None,
     initial_state: torch.Tensor | None = None,
     output_final_state: bool = False,
     activation: str | None = None,
+    backend: str | None = "triton",
     cu_seqlens: torch.Tensor | None = None,
+    cu_seqlens_cpu: torch.LongTensor | None = None,
+    chunk_indices: torch.LongTensor | None = None,
+    cp_context: object | None = None,
     **kwargs,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """Causal depthwise convolution over time, flash-linear-attention's ``causal_conv1d``.
+    """Causal depthwise convolution over time, flash-linear-attention 0.6.0's ``causal_conv1d``
+    (same parameters, positional order, defaults and returns).
 
     ``y[b, t, d] = act(bias[d] + sum_w weight[d, w] * x[b, t - (W - 1) + w, d]) + residual[b, t, d]``,
     where positions before a sequence's start read columns ``1 .. W - 1`` of ``initial_state``
@@ -746,24 +793,44 @@ def causal_conv1d(
         output_final_state: also return the final state ``[N, D, W]`` (dtype of ``initial_state``,
             else of ``x``).
         activation: ``None``, ``"silu"`` or ``"swish"`` (the same function).
+        backend: ``"triton"`` (default; our kernels). ``"cuda"`` / ``"mix"`` raise ``NotImplementedError``.
         cu_seqlens: ``[N + 1]`` int32/int64 boundaries of sequences packed along ``T`` (needs
-            ``B == 1``); sequences may be shorter than ``W`` (even empty).
-        **kwargs: flash-linear-attention-only arguments (``backend``, ``cu_seqlens_cpu``,
-            ``chunk_indices``) are accepted and ignored; any other name raises ``TypeError``.
+            ``B == 1``); sequences may be shorter than ``W`` (even empty). Read on the host (one
+            device-to-host copy) unless ``cu_seqlens_cpu`` or ``chunk_indices`` is given.
+        cu_seqlens_cpu: the same boundaries on the CPU: validated and used for the task list
+            instead of reading ``cu_seqlens`` back.
+        chunk_indices: ``[NT, 2]`` rows ``(sequence, chunk)`` of 64-token chunks
+            (:func:`fla_ascend.ops.utils.prepare_chunk_indices` with chunk size 64, as
+            flash-linear-attention builds them); expanded to the kernel's tiles on the device. Only
+            compiled CUDA's backward, whose tiles overlap, rebuilds its list from ``cu_seqlens_cpu``
+            or, without it, from ``cu_seqlens`` (a device-to-host copy).
+        cp_context: context parallelism; only ``None`` is supported.
+        **kwargs: ``seq_idx=None`` is accepted (other values raise ``NotImplementedError``); any
+            other name raises ``TypeError``.
 
     Returns:
         ``(y, final_state)``: ``y`` ``[B, T, D]`` contiguous in ``x.dtype``; ``final_state`` or ``None``.
 
     Raises (messages start with ``causal_conv1d:``):
-        TypeError: non-tensor or non-float arguments, unknown keyword arguments.
+        TypeError: non-tensor or non-float arguments, ``weight`` missing, unknown keyword arguments.
         ValueError: wrong shapes, ``D`` or ``W`` mismatches between ``x``, ``weight``, ``bias``,
-            ``residual`` and ``initial_state``, unknown activation, invalid ``cu_seqlens`` (including
-            ``B != 1``), tensors on several devices, or more than 2**31 - 1 elements.
+            ``residual`` and ``initial_state``, unknown activation or backend, invalid ``cu_seqlens``
+            / ``cu_seqlens_cpu`` / ``chunk_indices`` (including ``B != 1``), tensors on several
+            devices, or more than 2**31 - 1 elements.
+        NotImplementedError: ``backend`` ``"cuda"`` / ``"mix"``, ``cp_context`` or ``seq_idx`` not ``None``.
     """
-    with op_errors("causal_conv1d"):
-        unknown = set(kwargs) - {"backend", "cu_seqlens_cpu", "chunk_indices"}
+    op = "causal_conv1d"
+    _check_backend(op, backend)
+    if cp_context is not None:
+        raise NotImplementedError(f"{op}: cp_context (context parallelism) is not implemented; pass cp_context=None")
+    if kwargs.get("seq_idx") is not None:
+        raise NotImplementedError(f"{op}: seq_idx (per-token sequence ids) is not implemented; pass cu_seqlens")
+    with op_errors(op):
+        unknown = set(kwargs) - {"seq_idx"}
         if unknown:
             raise TypeError(f"unexpected keyword arguments {sorted(unknown)}")
+        if weight is None:
+            raise TypeError("weight [D, W] is required; got None")
         check_tensor("x", x)
         if x.dim() != 3:
             raise ValueError(f"x must have shape [B, T, D], got {tuple(x.shape)}")
@@ -777,8 +844,7 @@ def causal_conv1d(
         if residual is not None:
             check_tensor("residual", residual, shape=(B, T, D))
             residual = residual.contiguous()
-        if cu_seqlens is not None:
-            check_cu_seqlens(cu_seqlens, B, T)
+        cu_seqlens, cu_seqlens_cpu, chunk_indices = check_varlen(cu_seqlens, cu_seqlens_cpu, chunk_indices, B, T)
         N = cu_seqlens.numel() - 1 if cu_seqlens is not None else B
         if initial_state is not None:
             check_tensor("initial_state", initial_state)
@@ -789,12 +855,44 @@ def causal_conv1d(
         if not isinstance(output_final_state, bool):
             raise TypeError(f"output_final_state must be a bool, got {type(output_final_state).__name__}")
         check_same_device(x=x, weight=weight, bias=bias, residual=residual, initial_state=initial_state,
-                          cu_seqlens=cu_seqlens)
+                          cu_seqlens=cu_seqlens, chunk_indices=chunk_indices)
         check_int32_offsets("x", B * T * D)
     if x.stride(-1) != 1:
         x = x.contiguous()
     return CausalConv1dFunction.apply(x, weight, bias, residual, initial_state, output_final_state, activation,
-                                      cu_seqlens)
+                                      cu_seqlens, chunk_indices, cu_seqlens_cpu)
+
+
+def _conv_update_fwd(x2, cache, weight, bias, residual, activation):
+    """Launch the decode kernel: ``x2`` ``[N, D]`` (channel stride 1), ``cache`` ``[N, D, W]``
+    contiguous (updated in place). Returns ``y`` ``[N, D]``."""
+    N, D = x2.shape
+    W = weight.shape[1]
+    BD = min(128, next_pow2(D))
+    ND = cdiv(D, BD)
+    y = torch.empty(N, D, dtype=x2.dtype, device=x2.device)
+    plan = task_plan(N * ND, "vector")
+    causal_conv1d_update_kernel[plan.grid](
+        x=x2, cache=cache, weight=weight, bias=bias, residual=residual, y=y, s_xn=x2.stride(0), D=D, ND=ND,
+        n_tasks=plan.n_tasks, n_programs=plan.n_programs, W=W, BW=next_pow2(W), BD=BD,
+        ACT=activation is not None, HAS_BIAS=bias is not None, HAS_RESIDUAL=residual is not None,
+        TASK_LOOP=plan.task_loop, **launch_options(num_warps=4),
+    )
+    return y
+
+
+class CausalConv1dUpdateFunction(torch.autograd.Function):
+    """The decode step inside autograd, so that it runs with grad mode on (as flash-linear-attention's
+    does); the backward refuses."""
+
+    @staticmethod
+    def forward(ctx, x2, cache, weight, bias, residual, activation):
+        return _conv_update_fwd(x2, cache, weight, bias, residual, activation)
+
+    @staticmethod
+    def backward(ctx, dy):
+        raise NotImplementedError("causal_conv1d_update has no backward (it is the decode step, as in "
+                                  "flash-linear-attention): use causal_conv1d for training, or detach its output")
 
 
 def causal_conv1d_update(
@@ -805,16 +903,19 @@ def causal_conv1d_update(
     bias: torch.Tensor | None = None,
     activation: str | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """One decode step of :func:`causal_conv1d` per sequence, flash-linear-attention's argument order.
+    """One decode step of :func:`causal_conv1d` per sequence, flash-linear-attention 0.6.0's
+    ``causal_conv1d_update`` (same parameters and order).
 
     The cache is shifted left by one column, ``x`` written into column ``W - 1``, and the output is
-    ``act(bias + sum_w weight[:, w] * cache[:, :, w]) + residual``. Forward only (no autograd).
+    ``act(bias + sum_w weight[:, w] * cache[:, :, w]) + residual``. It runs with grad mode on; a
+    backward through its output raises ``NotImplementedError``.
 
     Args:
-        x: ``[N, D]``, or ``[N, 1, D]`` / ``[1, N, D]`` (one token per sequence); channel stride 1.
+        x: ``[N, D]``, ``[N, 1, D]`` / ``[1, N, D]`` (one token per sequence), or ``[N, 1, H, P]``
+            (flattened to ``D = H * P``); channel stride 1.
         cache: ``[N, D, W]``, contiguous; updated in place.
         residual: like ``x``, or ``None``.
-        weight: ``[D, W]`` or ``[D, 1, W]``; required.
+        weight: ``[D, W]`` or ``[D, 1, W]``; ``None`` means all ones (the sum of the window).
         bias: ``[D]`` or ``None``.
         activation: ``None``, ``"silu"`` or ``"swish"``.
 
@@ -822,27 +923,31 @@ def causal_conv1d_update(
         ``(y, cache)``: ``y`` with ``x``'s shape and dtype; the same ``cache`` object, updated.
 
     Raises (messages start with ``causal_conv1d_update``):
-        RuntimeError: an input requires grad while grad mode is on (decode is forward only).
-        TypeError: non-float tensors, or ``weight`` missing.
+        TypeError: non-float tensors.
         ValueError: shape / ``D`` / ``W`` mismatches, non-contiguous cache, unknown activation.
+        NotImplementedError: from a backward through ``y``.
     """
     with op_errors("causal_conv1d_update"):
         check_tensor("x", x)
         shape = x.shape
+        if x.dim() == 4 and x.shape[1] == 1:  # [N, 1, H, P]: one token of H heads
+            x = x.reshape(x.shape[0], 1, -1)
         if x.dim() == 3 and (x.shape[0] == 1 or x.shape[1] == 1):
             x2 = x.reshape(-1, x.shape[-1]) if x.shape[1] == 1 else x[0]
         elif x.dim() == 2:
             x2 = x
         else:
-            raise ValueError(f"x must have shape [N, D], [N, 1, D] or [1, N, D], got {tuple(shape)}")
+            raise ValueError(f"x must have shape [N, D], [N, 1, D], [1, N, D] or [N, 1, H, P], got {tuple(shape)}")
         if x2.stride(-1) != 1:
             x2 = x2.contiguous()
         N, D = x2.shape
+        check_tensor("cache", cache)
         if weight is None:
-            raise TypeError("weight [D, W] is required; got None")
+            if cache.dim() != 3:
+                raise ValueError(f"cache must have shape [N={N}, D={D}, W], got {tuple(cache.shape)}")
+            weight = torch.ones(D, cache.shape[2], dtype=cache.dtype, device=cache.device)
         weight, W = _check_weight(weight, D)
         activation = _check_activation(activation)
-        check_tensor("cache", cache)
         if cache.dim() != 3 or cache.shape[:2] != (N, D):
             raise ValueError(f"cache must have shape [N={N}, D={D}, W={W}], got {tuple(cache.shape)}")
         if cache.shape[2] != W:
@@ -857,17 +962,9 @@ def causal_conv1d_update(
                 raise ValueError(f"residual must have x's shape {tuple(shape)}, got {tuple(residual.shape)}")
             residual = residual.reshape(N, D).contiguous()
         check_same_device(x=x, cache=cache, weight=weight, bias=bias, residual=residual)
-    check_forward_only("causal_conv1d_update", "use causal_conv1d for training or call it under torch.no_grad()",
-                       x=x, weight=weight, bias=bias, residual=residual)
     weight = weight.contiguous()
-    BD = min(128, next_pow2(D))
-    ND = cdiv(D, BD)
-    y = torch.empty(N, D, dtype=x.dtype, device=x.device)
-    plan = task_plan(N * ND, "vector")
-    causal_conv1d_update_kernel[plan.grid](
-        x=x2, cache=cache, weight=weight, bias=bias, residual=residual, y=y, s_xn=x2.stride(0), D=D, ND=ND,
-        n_tasks=plan.n_tasks, n_programs=plan.n_programs, W=W, BW=next_pow2(W), BD=BD,
-        ACT=activation is not None, HAS_BIAS=bias is not None, HAS_RESIDUAL=residual is not None,
-        TASK_LOOP=plan.task_loop, **launch_options(num_warps=4),
-    )
+    if torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in (x2, weight, bias, residual)):
+        y = CausalConv1dUpdateFunction.apply(x2, cache, weight, bias, residual, activation)
+    else:
+        y = _conv_update_fwd(x2, cache, weight, bias, residual, activation)
     return y.view(shape), cache

@@ -15,7 +15,7 @@ from fla_ascend.ops.common.chunk_o import chunk_bwd_dqkwg, chunk_bwd_dv_local, c
 from fla_ascend.ops.common.cumsum import chunk_gate_cumsum, chunk_gate_cumsum_bwd
 from fla_ascend.ops.common.gva import gva_group_sum
 from fla_ascend.ops.common.wy import chunk_wy_bwd, chunk_wy_fwd, dv_operand_dtype, wy_bwd_operand_dtype
-from fla_ascend.ops.gated_delta_rule.inputs import GatedDeltaRuleInputs, validate_inputs
+from fla_ascend.ops.gated_delta_rule.inputs import GatedDeltaRuleInputs, check_extra_kwargs, validate_inputs
 from fla_ascend.ops.utils import prepare_chunk_indices, prepare_chunk_offsets
 from fla_ascend.ops.utils.autograd import kernel_backward
 from fla_ascend.tiling.sizes import cdiv
@@ -30,11 +30,15 @@ sizes 2 to 15 were not run. Raised by the backward only. Off CUDA any head dim w
 CHUNK_SIZES = (16, 32, 64)
 
 
-def _chunking(B: int, T: int, cu_seqlens: torch.Tensor | None, chunk_size: int):
-    """``(N, n_chunks, chunk_indices, chunk_offsets)`` of an equal-length or varlen batch."""
+def _chunking(B: int, T: int, cu_seqlens: torch.Tensor | None, chunk_size: int,
+              chunk_indices: torch.Tensor | None = None, cu_seqlens_cpu: torch.Tensor | None = None):
+    """``(N, n_chunks, chunk_indices, chunk_offsets)`` of an equal-length or varlen batch. Given
+    ``chunk_indices`` (or ``cu_seqlens_cpu``, a host copy of ``cu_seqlens``) nothing is read back
+    from the device: ``chunk_offsets`` is a device-side cumulative sum."""
     if cu_seqlens is None:
         return B, B * cdiv(T, chunk_size), None, None
-    chunk_indices = prepare_chunk_indices(cu_seqlens, chunk_size)
+    if chunk_indices is None:
+        chunk_indices = prepare_chunk_indices(cu_seqlens, chunk_size, cu_seqlens_cpu)
     return cu_seqlens.numel() - 1, chunk_indices.shape[0], chunk_indices, prepare_chunk_offsets(cu_seqlens, chunk_size)
 
 
@@ -52,11 +56,15 @@ def chunk_gated_delta_rule_fwd(
     dt_bias: torch.Tensor | None,
     chunk_size: int,
     store_ai: bool = False,
+    chunk_indices: torch.Tensor | None = None,
+    cu_seqlens_cpu: torch.Tensor | None = None,
 ):
     """Compose the forward stages on validated, contiguous inputs. Returns ``(o, final_state, Ai)``:
     ``Ai`` (the WY inverse of every chunk, :func:`chunk_wy_fwd`) when ``store_ai``, else None; the
-    backward reuses it instead of forming and inverting ``A`` again."""
-    N, n_chunks, chunk_indices, chunk_offsets = _chunking(q.shape[0], q.shape[1], cu_seqlens, chunk_size)
+    backward reuses it instead of forming and inverting ``A`` again. ``chunk_indices`` /
+    ``cu_seqlens_cpu``: see :func:`_chunking`."""
+    N, n_chunks, chunk_indices, chunk_offsets = _chunking(q.shape[0], q.shape[1], cu_seqlens, chunk_size,
+                                                          chunk_indices, cu_seqlens_cpu)
     g_cum, beta_t = chunk_gate_cumsum(g, beta, chunk_size, n_chunks, chunk_indices, cu_seqlens, A_log, dt_bias)
     w, u, Ai = chunk_wy_fwd(k, v, g_cum, beta_t, chunk_size, n_chunks, chunk_indices, cu_seqlens, store_ai=store_ai)
     h, v_new, final_state = chunk_fwd_h(
@@ -69,6 +77,7 @@ def chunk_gated_delta_rule_fwd(
 
 def chunk_gated_delta_rule_bwd(
     q, k, v, g, beta, scale, initial_state, cu_seqlens, A_log, dt_bias, chunk_size, do, dht, Ai=None,
+    chunk_indices=None,
 ):
     """Gradients of every input. From the forward it takes its inputs and ``Ai`` (the WY
     inverse, stored by :func:`chunk_gated_delta_rule_fwd`; recomputed when None); ``w``, ``u``,
@@ -89,7 +98,7 @@ def chunk_gated_delta_rule_bwd(
             f"got K={K}, V={V}: at K = V = 1 its gradients were wrong on the H200 (Triton 3.6.0; cases.md, "
             "Hopper findings). The forward runs at any head dim."
         )
-    N, n_chunks, chunk_indices, chunk_offsets = _chunking(B, T, cu_seqlens, chunk_size)
+    N, n_chunks, chunk_indices, chunk_offsets = _chunking(B, T, cu_seqlens, chunk_size, chunk_indices)
     idx = dict(chunk_indices=chunk_indices, cu_seqlens=cu_seqlens)
     g_cum, beta_t = chunk_gate_cumsum(g, beta, chunk_size, n_chunks, chunk_indices, cu_seqlens, A_log, dt_bias)
     w, u, Ai = chunk_wy_fwd(k, v, g_cum, beta_t, chunk_size, n_chunks, **idx, store_ai=Ai is None, Ai=Ai)
@@ -125,24 +134,26 @@ def chunk_gated_delta_rule_bwd(
 class ChunkGatedDeltaRuleFunction(torch.autograd.Function):
     @staticmethod
     def forward(ctx, q, k, v, g, beta, scale, initial_state, output_final_state, cu_seqlens, A_log, dt_bias,
-                chunk_size, grad_needed):
+                chunk_size, grad_needed, chunk_indices=None, cu_seqlens_cpu=None):
+        if cu_seqlens is not None and chunk_indices is None:
+            chunk_indices = prepare_chunk_indices(cu_seqlens, chunk_size, cu_seqlens_cpu)
         o, final_state, Ai = chunk_gated_delta_rule_fwd(
             q, k, v, g, beta, scale, initial_state, output_final_state, cu_seqlens, A_log, dt_bias, chunk_size,
-            store_ai=grad_needed,
+            store_ai=grad_needed, chunk_indices=chunk_indices,
         )
-        ctx.save_for_backward(q, k, v, g, beta, initial_state, cu_seqlens, A_log, dt_bias, Ai)
+        ctx.save_for_backward(q, k, v, g, beta, initial_state, cu_seqlens, A_log, dt_bias, Ai, chunk_indices)
         ctx.scale, ctx.chunk_size = scale, chunk_size
         return o, final_state
 
     @staticmethod
     @kernel_backward("chunk_gated_delta_rule")
     def backward(ctx, do, dht):
-        q, k, v, g, beta, initial_state, cu_seqlens, A_log, dt_bias, Ai = ctx.saved_tensors
+        q, k, v, g, beta, initial_state, cu_seqlens, A_log, dt_bias, Ai, chunk_indices = ctx.saved_tensors
         dq, dk, dv, dg, dbeta, dh0, dA_log, ddt_bias = chunk_gated_delta_rule_bwd(
             q, k, v, g, beta, ctx.scale, initial_state, cu_seqlens, A_log, dt_bias, ctx.chunk_size,
-            do.contiguous(), None if dht is None else dht.contiguous(), Ai=Ai,
+            do.contiguous(), None if dht is None else dht.contiguous(), Ai=Ai, chunk_indices=chunk_indices,
         )
-        return dq, dk, dv, dg, dbeta, None, dh0, None, None, dA_log, ddt_bias, None, None
+        return dq, dk, dv, dg, dbeta, None, dh0, None, None, dA_log, ddt_bias, None, None, None, None
 
 
 def chunk_gated_delta_rule(
@@ -155,14 +166,22 @@ def chunk_gated_delta_rule(
     initial_state: torch.Tensor | None = None,
     output_final_state: bool = False,
     use_qk_l2norm_in_kernel: bool = False,
+    use_beta_sigmoid_in_kernel: bool = False,
+    allow_neg_eigval: bool = False,
+    state_v_first: bool = False,
     cu_seqlens: torch.LongTensor | None = None,
+    cu_seqlens_cpu: torch.LongTensor | None = None,
+    chunk_indices: torch.LongTensor | None = None,
+    cp_context: object | None = None,
     *,
     use_gate_in_kernel: bool = False,
     A_log: torch.Tensor | None = None,
     dt_bias: torch.Tensor | None = None,
     chunk_size: int = 64,
+    **kwargs,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
-    r"""Chunked gated delta rule, flash-linear-attention compatible.
+    r"""Chunked gated delta rule, flash-linear-attention 0.6.0's ``chunk_gated_delta_rule`` (same
+    parameters, positional order, defaults and returns).
 
     Per value head, with state ``h`` ``[K, V]``: ``h = exp(g_t) h``,
     ``v' = beta_t (v_t - h^T k_t)``, ``h = h + k_t v'^T``, ``o_t = h^T (scale q_t)``.
@@ -173,36 +192,55 @@ def chunk_gated_delta_rule(
             ``i // (HV // H)``), ``V <= 256``; same dtype as q.
         g: ``[B, T, HV]`` log-space decay (``<= 0``), or the raw gate input when
             ``use_gate_in_kernel``; any float dtype (computed in fp32).
-        beta: ``[B, T, HV]``, any float dtype.
+        beta: ``[B, T, HV]``, any float dtype; the raw logits with ``use_beta_sigmoid_in_kernel``.
         scale: multiplies ``q``; default ``K ** -0.5``.
-        initial_state: ``[N, HV, K, V]`` (``N = B``, or the number of sequences with
-            ``cu_seqlens``), read as float32.
-        output_final_state: also return the final state ``[N, HV, K, V]`` float32.
+        initial_state: ``[N, HV, K, V]`` (``[N, HV, V, K]`` with ``state_v_first``; ``N = B``, or
+            the number of sequences with ``cu_seqlens``), read as float32.
+        output_final_state: also return the final state (float32, same layout as ``initial_state``).
         use_qk_l2norm_in_kernel: L2-normalise q and k over ``K`` first (eps 1e-6).
+        use_beta_sigmoid_in_kernel: use ``sigmoid(beta)`` (computed in float32 before the chunk
+            stages, inside autograd).
+        allow_neg_eigval: use ``2 sigmoid(beta)`` (beta in ``[0, 2)``); requires
+            ``use_beta_sigmoid_in_kernel``.
+        state_v_first: states laid out ``[N, HV, V, K]`` (transposed on the way in and out).
         cu_seqlens: ``[N + 1]`` int boundaries of sequences packed along T (requires ``B == 1``);
-            empty sequences allowed.
+            empty sequences allowed. Validated on the host (one device-to-host copy) unless
+            ``cu_seqlens_cpu`` or ``chunk_indices`` is given.
+        cu_seqlens_cpu: the same boundaries as a CPU tensor: validation and the chunk list use it,
+            and nothing is read back from the device.
+        chunk_indices: ``[NT, 2]`` int rows ``(sequence, chunk)`` for chunks of ``chunk_size``
+            tokens (:func:`fla_ascend.ops.utils.prepare_chunk_indices`, or flash-linear-attention's);
+            used as given, without reading ``cu_seqlens`` back.
+        cp_context: context parallelism; only ``None`` is supported.
         use_gate_in_kernel: compute ``g = -exp(A_log) * softplus(g + dt_bias)`` fused with the
             chunk cumsum (Qwen3-Next's GatedDeltaNet gate).
         A_log, dt_bias: ``[HV]``; ``A_log`` required with ``use_gate_in_kernel``, ``dt_bias`` optional;
             without ``use_gate_in_kernel`` both are ignored, with a ``UserWarning``.
         chunk_size: 16, 32 or 64 (default).
+        **kwargs: the deprecated ``transpose_state_layout`` (= ``state_v_first``); ``head_first``
+            raises ``DeprecationWarning``; other names raise ``TypeError``.
 
     Returns:
         ``(o, final_state)``: ``o`` ``[B, T, HV, V]`` in q's dtype; ``final_state`` or ``None``.
 
     Raises (messages start with ``chunk_gated_delta_rule:``):
         TypeError: a non-tensor, an unsupported dtype, k or v not of q's dtype, a non-real
-            ``scale``, a non-bool ``output_final_state``.
+            ``scale``, a non-bool flag, an unknown keyword argument.
         ValueError: a non-finite ``scale``, mismatched B/T/H/HV between inputs, ``HV`` not a multiple of ``H``, ``K`` or
-            ``V`` above 256, invalid ``cu_seqlens``, wrong ``initial_state`` shape, tensors on
-            different devices, ``chunk_size`` not in {16, 32, 64}, ``A_log`` missing with
-            ``use_gate_in_kernel``.
-        NotImplementedError: from the backward, on a CUDA GPU, when ``K`` or ``V`` is below
-            :data:`CUDA_MIN_BWD_HEAD_DIM`.
+            ``V`` above 256, invalid ``cu_seqlens`` / ``cu_seqlens_cpu`` / ``chunk_indices``, wrong
+            ``initial_state`` shape, tensors on different devices, ``chunk_size`` not in
+            {16, 32, 64}, ``A_log`` missing with ``use_gate_in_kernel``, ``allow_neg_eigval``
+            without ``use_beta_sigmoid_in_kernel``.
+        NotImplementedError: ``cp_context`` not ``None``; from the backward, on a CUDA GPU, when
+            ``K`` or ``V`` is below :data:`CUDA_MIN_BWD_HEAD_DIM`.
     """
+    op = "chunk_gated_delta_rule"
+    state_v_first = check_extra_kwargs(op, kwargs, state_v_first, cp_context)
     x: GatedDeltaRuleInputs = validate_inputs(
-        "chunk_gated_delta_rule", q, k, v, g, beta, scale, initial_state, cu_seqlens,
-        use_gate_in_kernel, A_log, dt_bias, output_final_state,
+        op, q, k, v, g, beta, scale, initial_state, cu_seqlens,
+        use_gate_in_kernel, A_log, dt_bias, output_final_state, use_beta_sigmoid_in_kernel=use_beta_sigmoid_in_kernel,
+        allow_neg_eigval=allow_neg_eigval, state_v_first=state_v_first, cu_seqlens_cpu=cu_seqlens_cpu,
+        chunk_indices=chunk_indices,
     )
     if not isinstance(chunk_size, numbers.Integral) or isinstance(chunk_size, bool) or chunk_size not in CHUNK_SIZES:
         raise ValueError(f"chunk_gated_delta_rule: chunk_size must be one of {CHUNK_SIZES}, got {chunk_size!r}")
@@ -215,11 +253,25 @@ def chunk_gated_delta_rule(
         from fla_ascend.ops.norm import l2norm
 
         x.q, x.k = l2norm(x.q), l2norm(x.k)
+    if use_beta_sigmoid_in_kernel:
+        x.beta = beta_activation(x.beta, allow_neg_eigval)
+    if state_v_first and x.initial_state is not None:
+        x.initial_state = x.initial_state.transpose(-1, -2).contiguous()
     # the WY inverse is kept for the backward only when one can follow
     grad_needed = torch.is_grad_enabled() and any(
         t is not None and t.requires_grad for t in (x.q, x.k, x.v, x.g, x.beta, x.initial_state, x.A_log, x.dt_bias)
     )
-    return ChunkGatedDeltaRuleFunction.apply(
+    o, final_state = ChunkGatedDeltaRuleFunction.apply(
         x.q, x.k, x.v, x.g, x.beta, x.scale, x.initial_state, output_final_state, x.cu_seqlens,
-        x.A_log, x.dt_bias, chunk_size, grad_needed,
+        x.A_log, x.dt_bias, chunk_size, grad_needed, x.chunk_indices, x.cu_seqlens_cpu,
     )
+    if state_v_first and final_state is not None:
+        final_state = final_state.transpose(-1, -2).contiguous()
+    return o, final_state
+
+
+def beta_activation(beta: torch.Tensor, allow_neg_eigval: bool) -> torch.Tensor:
+    """``sigmoid(beta)`` in float32, or ``2 sigmoid(beta)`` with ``allow_neg_eigval`` (beta in ``[0, 2)``,
+    flash-linear-attention's ``use_beta_sigmoid_in_kernel`` / ``allow_neg_eigval``)."""
+    b = torch.sigmoid(beta.float())
+    return b * 2 if allow_neg_eigval else b

@@ -1,7 +1,10 @@
 """``fused_recurrent_gated_delta_rule``: token-by-token gated delta rule for decode and short
-prefill (forward only). One task per (sequence, value head, ``BV`` slice of the state): the
-``[K, BV]`` fp32 state slice stays on chip for the whole sequence, so the state is read and
-written once per call; at T = 1 (decode) that state traffic is the whole cost.
+prefill (forward only: it runs with grad mode on, a backward through it raises). One task per
+(sequence, value head, ``BV`` slice of the state): the ``[K, BV]`` fp32 state slice stays on chip
+for the whole sequence, so the state is read and written once per call; at T = 1 (decode) that
+state traffic is the whole cost. Optional per-token decays (``g`` scalar, ``gk`` per key row,
+``gv`` per value column), beta (``[B, T, HV]``, per value column, or absent), beta logits and a
+V-first state layout are constexpr flags, as flash-linear-attention 0.6.0's arguments.
 """
 from __future__ import annotations
 
@@ -11,18 +14,19 @@ import triton.language as tl
 
 from fla_ascend import backend
 from fla_ascend.backend import launch_options
-from fla_ascend.ops.gated_delta_rule.inputs import validate_inputs
-from fla_ascend.ops.utils.autograd import check_forward_only
+from fla_ascend.ops.gated_delta_rule.inputs import check_extra_kwargs, validate_inputs
 from fla_ascend.tiling import task_plan
 from fla_ascend.tiling.sizes import cdiv, next_pow2
 
 
 @triton.jit
 def _fused_recurrent_task(
-    i_task, q, k, v, g, beta, A_log, dt_bias, o, h0, ht, cu_seqlens, scale, T,
+    i_task, q, k, v, g, gk, gv, beta, A_log, dt_bias, o, h0, ht, cu_seqlens, scale, T,
     H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr,
     USE_INITIAL_STATE: tl.constexpr, STORE_FINAL_STATE: tl.constexpr, USE_QK_L2NORM: tl.constexpr,
     USE_GATE: tl.constexpr, HAS_DT_BIAS: tl.constexpr, IS_VARLEN: tl.constexpr,
+    USE_G: tl.constexpr, USE_GK: tl.constexpr, USE_GV: tl.constexpr, USE_BETA: tl.constexpr,
+    BETA_SIGMOID: tl.constexpr, NEG_EIGVAL: tl.constexpr, STATE_V_FIRST: tl.constexpr, BETA_PER_V: tl.constexpr,
 ):
     NV = tl.cdiv(V, BV)
     i_n = tl.cast(i_task // (HV * NV), tl.int64)
@@ -39,11 +43,20 @@ def _fused_recurrent_task(
     o_v = i_v * BV + tl.arange(0, BV)
     m_k = o_k < K
     m_v = o_v < V
-    m_h = m_k[:, None] & m_v[None, :]
-    p_state = (i_n * HV + i_hv) * K * V + o_k[:, None] * V + o_v[None, :]
+    # the on-chip tile is [BK, BV] in both layouts; a V-first state ([V, K] per head) is moved as
+    # [BV, BK] tiles, contiguous along K (docs/ascend-rules.md, R5), and transposed on chip
+    if STATE_V_FIRST:
+        p_state = (i_n * HV + i_hv) * K * V + o_v[:, None] * K + o_k[None, :]
+        m_s = m_v[:, None] & m_k[None, :]
+    else:
+        p_state = (i_n * HV + i_hv) * K * V + o_k[:, None] * V + o_v[None, :]
+        m_s = m_k[:, None] & m_v[None, :]
     b_h = tl.zeros([BK, BV], dtype=tl.float32)
     if USE_INITIAL_STATE:
-        b_h += tl.load(h0 + p_state, mask=m_h, other=0.0).to(tl.float32)
+        if STATE_V_FIRST:
+            b_h += tl.trans(tl.load(h0 + p_state, mask=m_s, other=0.0).to(tl.float32))  # [BK, BV]
+        else:
+            b_h += tl.load(h0 + p_state, mask=m_s, other=0.0).to(tl.float32)
     if USE_GATE:
         b_A = tl.exp(tl.load(A_log + i_hv).to(tl.float32))
         if HAS_DT_BIAS:
@@ -57,37 +70,62 @@ def _fused_recurrent_task(
             b_k = b_k * tl.rsqrt(tl.sum(b_k * b_k) + 1e-6)
         p_v = (t * HV + i_hv) * V + o_v
         b_v = tl.load(v + p_v, mask=m_v, other=0.0).to(tl.float32)  # [BV]
-        b_g = tl.load(g + t * HV + i_hv).to(tl.float32)
-        b_beta = tl.load(beta + t * HV + i_hv).to(tl.float32)
-        if USE_GATE:
-            if HAS_DT_BIAS:
-                b_g = b_g + b_dt
-            b_g = -b_A * tl.where(b_g > 20.0, b_g, tl.log(1.0 + tl.exp(tl.minimum(b_g, 20.0))))
-        b_h = b_h * tl.exp(b_g)
+        if USE_BETA:
+            if BETA_PER_V:  # beta [B, T, HV, V]: one per value column
+                b_beta = tl.load(beta + p_v, mask=m_v, other=0.0).to(tl.float32)  # [BV]
+            else:
+                b_beta = tl.load(beta + t * HV + i_hv).to(tl.float32)
+            if BETA_SIGMOID:
+                b_beta = 1.0 / (1.0 + tl.exp(-b_beta))
+                if NEG_EIGVAL:
+                    b_beta = b_beta * 2.0
+        else:
+            b_beta = 1.0
+        if USE_G:
+            b_g = tl.load(g + t * HV + i_hv).to(tl.float32)
+            if USE_GATE:
+                if HAS_DT_BIAS:
+                    b_g = b_g + b_dt
+                b_g = -b_A * tl.where(b_g > 20.0, b_g, tl.log(1.0 + tl.exp(tl.minimum(b_g, 20.0))))
+            b_h = b_h * tl.exp(b_g)
+        if USE_GK:
+            b_gk = tl.load(gk + (t * HV + i_hv) * K + o_k, mask=m_k, other=0.0).to(tl.float32)  # [BK]
+            b_h = b_h * tl.exp(b_gk)[:, None]
+        if USE_GV:
+            b_gv = tl.load(gv + p_v, mask=m_v, other=0.0).to(tl.float32)  # [BV]
+            b_h = b_h * tl.exp(b_gv)[None, :]
         b_v = b_beta * (b_v - tl.sum(b_h * b_k[:, None], 0))
         b_h += b_k[:, None] * b_v[None, :]
         b_o = tl.sum(b_h * b_q[:, None], 0) * scale  # [BV]
         tl.store(o + p_v, b_o.to(o.dtype.element_ty), mask=m_v)
     if STORE_FINAL_STATE:
-        tl.store(ht + p_state, b_h, mask=m_h)
+        if STATE_V_FIRST:
+            tl.store(ht + p_state, tl.trans(b_h), mask=m_s)
+        else:
+            tl.store(ht + p_state, b_h, mask=m_s)
 
 
 @triton.jit(do_not_specialize=["T", "n_tasks", "n_programs"])
 def fused_recurrent_gated_delta_rule_kernel(
-    q, k, v, g, beta, A_log, dt_bias, o, h0, ht, cu_seqlens, scale, T, n_tasks, n_programs,
+    q, k, v, g, gk, gv, beta, A_log, dt_bias, o, h0, ht, cu_seqlens, scale, T, n_tasks, n_programs,
     H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr,
     USE_INITIAL_STATE: tl.constexpr, STORE_FINAL_STATE: tl.constexpr, USE_QK_L2NORM: tl.constexpr,
     USE_GATE: tl.constexpr, HAS_DT_BIAS: tl.constexpr, IS_VARLEN: tl.constexpr, TASK_LOOP: tl.constexpr,
+    USE_G: tl.constexpr = True, USE_GK: tl.constexpr = False, USE_GV: tl.constexpr = False,
+    USE_BETA: tl.constexpr = True, BETA_SIGMOID: tl.constexpr = False, NEG_EIGVAL: tl.constexpr = False,
+    STATE_V_FIRST: tl.constexpr = False, BETA_PER_V: tl.constexpr = False,
 ):
     if TASK_LOOP:
         for i_task in tl.range(tl.program_id(0), n_tasks, n_programs):
-            _fused_recurrent_task(i_task, q, k, v, g, beta, A_log, dt_bias, o, h0, ht, cu_seqlens, scale, T,
+            _fused_recurrent_task(i_task, q, k, v, g, gk, gv, beta, A_log, dt_bias, o, h0, ht, cu_seqlens, scale, T,
                                   H, HV, K, V, BK, BV, USE_INITIAL_STATE, STORE_FINAL_STATE, USE_QK_L2NORM,
-                                  USE_GATE, HAS_DT_BIAS, IS_VARLEN)
+                                  USE_GATE, HAS_DT_BIAS, IS_VARLEN, USE_G, USE_GK, USE_GV, USE_BETA, BETA_SIGMOID,
+                                  NEG_EIGVAL, STATE_V_FIRST, BETA_PER_V)
     else:
-        _fused_recurrent_task(tl.program_id(0), q, k, v, g, beta, A_log, dt_bias, o, h0, ht, cu_seqlens, scale, T,
-                              H, HV, K, V, BK, BV, USE_INITIAL_STATE, STORE_FINAL_STATE, USE_QK_L2NORM,
-                              USE_GATE, HAS_DT_BIAS, IS_VARLEN)
+        _fused_recurrent_task(tl.program_id(0), q, k, v, g, gk, gv, beta, A_log, dt_bias, o, h0, ht, cu_seqlens,
+                              scale, T, H, HV, K, V, BK, BV, USE_INITIAL_STATE, STORE_FINAL_STATE, USE_QK_L2NORM,
+                              USE_GATE, HAS_DT_BIAS, IS_VARLEN, USE_G, USE_GK, USE_GV, USE_BETA, BETA_SIGMOID,
+                              NEG_EIGVAL, STATE_V_FIRST, BETA_PER_V)
 
 
 CUDA_WARPS = 2
@@ -100,58 +138,112 @@ def _recurrent_bv(V: int) -> int:
     return min(32 if backend.device_type() == "cuda" else 64, next_pow2(V))
 
 
-def fused_recurrent_gated_delta_rule(
-    q: torch.Tensor,
-    k: torch.Tensor,
-    v: torch.Tensor,
-    g: torch.Tensor,
-    beta: torch.Tensor,
-    scale: float | None = None,
-    initial_state: torch.Tensor | None = None,
-    output_final_state: bool = False,
-    use_qk_l2norm_in_kernel: bool = False,
-    cu_seqlens: torch.LongTensor | None = None,
-    *,
-    use_gate_in_kernel: bool = False,
-    A_log: torch.Tensor | None = None,
-    dt_bias: torch.Tensor | None = None,
-) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """Recurrent gated delta rule (forward only), same arguments, shapes and results as
-    :func:`fla_ascend.ops.chunk_gated_delta_rule` (without ``chunk_size``).
-
-    Use it for decode (``T = 1``, with ``initial_state`` from the previous step) and short
-    prefills. Gradients are not supported: inputs that require grad raise.
-
-    Returns:
-        ``(o, final_state)``: ``o`` ``[B, T, HV, V]`` in q's dtype; ``final_state``
-        ``[N, HV, K, V]`` float32 or ``None``.
-
-    Raises:
-        TypeError, ValueError: as :func:`fla_ascend.ops.chunk_gated_delta_rule`;
-        RuntimeError: an input requires grad while grad mode is on.
-    """
-    x = validate_inputs(
-        "fused_recurrent_gated_delta_rule", q, k, v, g, beta, scale, initial_state, cu_seqlens,
-        use_gate_in_kernel, A_log, dt_bias, output_final_state,
-    )
-    check_forward_only("fused_recurrent_gated_delta_rule",
-                       "use chunk_gated_delta_rule for training or call it under torch.no_grad()",
-                       q=q, k=k, v=v, g=g, beta=beta, initial_state=initial_state, A_log=A_log, dt_bias=dt_bias)
+def fused_recurrent_gated_delta_rule_fwd(x, output_final_state, use_qk_l2norm_in_kernel, use_beta_sigmoid_in_kernel,
+                                         allow_neg_eigval, state_v_first):
+    """Launch the kernel on validated inputs ``x`` (:class:`GatedDeltaRuleInputs`). Returns ``(o, final_state)``."""
     B, T, H, K = x.q.shape
     HV, V = x.v.shape[2], x.v.shape[3]
     o = torch.empty(B, T, HV, V, dtype=x.q.dtype, device=x.q.device)
-    ht = torch.empty(x.N, HV, K, V, dtype=torch.float32, device=x.q.device) if output_final_state else None
+    ht = None
+    if output_final_state:
+        ht = torch.empty(x.N, HV, *((V, K) if state_v_first else (K, V)), dtype=torch.float32, device=x.q.device)
     BV = _recurrent_bv(V)
     n_tasks = x.N * HV * cdiv(V, BV)
     plan = task_plan(n_tasks, "vector")
     fused_recurrent_gated_delta_rule_kernel[plan.grid](
-        q=x.q, k=x.k, v=x.v, g=x.g, beta=x.beta, A_log=x.A_log, dt_bias=x.dt_bias, o=o,
+        q=x.q, k=x.k, v=x.v, g=x.g, gk=x.gk, gv=x.gv, beta=x.beta, A_log=x.A_log, dt_bias=x.dt_bias, o=o,
         h0=x.initial_state, ht=ht, cu_seqlens=x.cu_seqlens, scale=x.scale, T=T,
         n_tasks=n_tasks, n_programs=plan.n_programs,
         H=H, HV=HV, K=K, V=V, BK=next_pow2(K), BV=BV,
         USE_INITIAL_STATE=x.initial_state is not None, STORE_FINAL_STATE=output_final_state,
         USE_QK_L2NORM=use_qk_l2norm_in_kernel, USE_GATE=x.A_log is not None, HAS_DT_BIAS=x.dt_bias is not None,
         IS_VARLEN=x.cu_seqlens is not None, TASK_LOOP=plan.task_loop,
+        USE_G=x.g is not None, USE_GK=x.gk is not None, USE_GV=x.gv is not None, USE_BETA=x.beta is not None,
+        BETA_SIGMOID=use_beta_sigmoid_in_kernel, NEG_EIGVAL=allow_neg_eigval, STATE_V_FIRST=state_v_first,
+        BETA_PER_V=x.beta is not None and x.beta.dim() == 4,
         **launch_options(num_warps=CUDA_WARPS),
     )
     return o, ht
+
+
+class FusedRecurrentFunction(torch.autograd.Function):
+    """Forward in autograd (so it runs with grad mode on, as flash-linear-attention's does); the
+    backward refuses."""
+
+    @staticmethod
+    def forward(ctx, x, output_final_state, flags, *tensors):
+        return fused_recurrent_gated_delta_rule_fwd(x, output_final_state, *flags)
+
+    @staticmethod
+    def backward(ctx, do, dht):
+        raise NotImplementedError(
+            "fused_recurrent_gated_delta_rule has no backward (it is the decode op, as in flash-linear-attention): "
+            "use chunk_gated_delta_rule for training, or detach its outputs"
+        )
+
+
+def fused_recurrent_gated_delta_rule(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    g: torch.Tensor | None = None,
+    gk: torch.Tensor | None = None,
+    gv: torch.Tensor | None = None,
+    beta: torch.Tensor | None = None,
+    scale: float | None = None,
+    initial_state: torch.Tensor | None = None,
+    output_final_state: bool = False,
+    use_qk_l2norm_in_kernel: bool = False,
+    use_gate_in_kernel: bool = False,
+    A_log: torch.Tensor | None = None,
+    dt_bias: torch.Tensor | None = None,
+    use_beta_sigmoid_in_kernel: bool = False,
+    allow_neg_eigval: bool = False,
+    state_v_first: bool = False,
+    cu_seqlens: torch.LongTensor | None = None,
+    **kwargs,
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """Recurrent gated delta rule (forward only), flash-linear-attention 0.6.0's
+    ``fused_recurrent_gated_delta_rule`` (same parameters, positional order, defaults and returns).
+
+    Use it for decode (``T = 1``, with ``initial_state`` from the previous step) and short
+    prefills. Per token and value head, the state ``h`` ``[K, V]`` is decayed by ``exp(g_t)``
+    (scalar), ``exp(gk_t)`` (per row) and ``exp(gv_t)`` (per column), whichever are given (a plain
+    delta rule when none is), then updated as in :func:`fla_ascend.ops.chunk_gated_delta_rule`.
+
+    Args:
+        q, k: ``[B, T, H, K]``; v: ``[B, T, HV, V]`` (as the chunked op).
+        g: ``[B, T, HV]`` log decay (the raw gate input with ``use_gate_in_kernel``), or ``None``.
+        gk: ``[B, T, HV, K]`` log decay per key dim, or ``None``.
+        gv: ``[B, T, HV, V]`` log decay per value dim, or ``None``.
+        beta: ``[B, T, HV]``, ``[B, T, HV, V]`` (one per value column), or ``None`` (all ones).
+        scale, initial_state, output_final_state, use_qk_l2norm_in_kernel, use_gate_in_kernel,
+        A_log, dt_bias, use_beta_sigmoid_in_kernel, allow_neg_eigval, state_v_first, cu_seqlens:
+            as :func:`fla_ascend.ops.chunk_gated_delta_rule`.
+        **kwargs: the deprecated ``transpose_state_layout``; other names raise ``TypeError``.
+
+    Returns:
+        ``(o, final_state)``: ``o`` ``[B, T, HV, V]`` in q's dtype; ``final_state``
+        ``[N, HV, K, V]`` (``[N, HV, V, K]`` with ``state_v_first``) float32 or ``None``.
+
+    Raises:
+        TypeError, ValueError: as :func:`fla_ascend.ops.chunk_gated_delta_rule` (``g`` missing with
+            ``use_gate_in_kernel``).
+        NotImplementedError: from a backward through its outputs (it runs forward with grad mode
+            on; gradients are not implemented, as in flash-linear-attention).
+    """
+    op = "fused_recurrent_gated_delta_rule"
+    state_v_first = check_extra_kwargs(op, kwargs, state_v_first)
+    x = validate_inputs(
+        op, q, k, v, g, beta, scale, initial_state, cu_seqlens, use_gate_in_kernel, A_log, dt_bias,
+        output_final_state, gk=gk, gv=gv, gates_optional=True, use_beta_sigmoid_in_kernel=use_beta_sigmoid_in_kernel,
+        allow_neg_eigval=allow_neg_eigval, state_v_first=state_v_first,
+    )
+    if not isinstance(use_qk_l2norm_in_kernel, bool):
+        raise TypeError(f"{op}: use_qk_l2norm_in_kernel must be a bool, got {type(use_qk_l2norm_in_kernel).__name__}")
+    flags = (use_qk_l2norm_in_kernel, use_beta_sigmoid_in_kernel, allow_neg_eigval, state_v_first)
+    inputs = [t for t in (q, k, v, g, gk, gv, beta, initial_state, A_log, dt_bias) if t is not None]
+    if torch.is_grad_enabled() and any(t.requires_grad for t in inputs):
+        # in the graph, so that a backward reaches FusedRecurrentFunction.backward and its message
+        return FusedRecurrentFunction.apply(x, output_final_state, flags, *inputs)
+    return fused_recurrent_gated_delta_rule_fwd(x, output_final_state, *flags)

@@ -33,6 +33,10 @@ def l2normalize(x: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
 
 
 def _prepare(q, k, v, g, beta, scale, use_qk_l2norm_in_kernel, use_gate_in_kernel, A_log, dt_bias):
+    if beta is None:  # a plain delta rule step: beta = 1
+        beta = v.new_ones(v.shape[:3])
+    if g is None:  # no scalar decay
+        g = v.new_zeros(v.shape[:3])
     q, k, v, beta = (x.float() for x in (q, k, v, beta))
     g = gate_activation(g, A_log, dt_bias) if use_gate_in_kernel else g.float()
     if use_qk_l2norm_in_kernel:
@@ -56,8 +60,13 @@ def _segments(T: int, B: int, cu_seqlens: torch.Tensor | None):
 def naive_recurrent_gated_delta_rule(
     q, k, v, g, beta, scale=None, initial_state=None, output_final_state=False,
     use_qk_l2norm_in_kernel=False, cu_seqlens=None, use_gate_in_kernel=False, A_log=None, dt_bias=None,
+    gk=None, gv=None,
 ):
-    """Token-by-token reference. Arguments and shapes as :func:`fla_ascend.ops.chunk_gated_delta_rule`.
+    """Token-by-token reference. Arguments and shapes as :func:`fla_ascend.ops.chunk_gated_delta_rule`;
+    ``g`` / ``beta`` may be ``None`` (no scalar decay / beta = 1), ``beta`` ``[B, T, HV, V]`` (one per
+    value column), and ``gk`` ``[B, T, HV, K]`` /
+    ``gv`` ``[B, T, HV, V]`` decay the state per row / per column (``h = h * exp(gk)[:, None] *
+    exp(gv)[None, :]`` after the scalar decay), as the fused recurrent op.
 
     Returns:
         ``(o, final_state)``: ``o`` ``[B, T, HV, V]`` float32; ``final_state`` ``[N, HV, K, V]``
@@ -72,7 +81,12 @@ def naive_recurrent_gated_delta_rule(
         h = q.new_zeros(HV, K, V) if initial_state is None else initial_state[n].float()
         for t in range(bos, eos):
             h = h * g[b, t].exp()[:, None, None]
-            v_new = beta[b, t][:, None] * (v[b, t] - torch.einsum("hkv,hk->hv", h, k[b, t]))
+            if gk is not None:
+                h = h * gk[b, t].float().exp()[:, :, None]
+            if gv is not None:
+                h = h * gv[b, t].float().exp()[:, None, :]
+            b_t = beta[b, t] if beta.dim() == 4 else beta[b, t][:, None]  # [HV, V] or [HV, 1]
+            v_new = b_t * (v[b, t] - torch.einsum("hkv,hk->hv", h, k[b, t]))
             h = h + torch.einsum("hk,hv->hkv", k[b, t], v_new)
             outs[b][t] = torch.einsum("hkv,hk->hv", h, q[b, t])
         finals.append(h)

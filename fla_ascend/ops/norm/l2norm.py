@@ -15,7 +15,7 @@ import triton.language as tl
 from fla_ascend import backend
 from fla_ascend.backend import launch_options
 from fla_ascend.ops.utils.autograd import kernel_backward
-from fla_ascend.ops.utils.validation import check_eps, check_tensor, op_errors
+from fla_ascend.ops.utils.validation import FLOAT_DTYPES, check_eps, check_tensor, op_errors
 from fla_ascend.tiling import check_int32_offsets, task_plan
 from fla_ascend.tiling.sizes import cdiv, next_pow2
 
@@ -114,12 +114,12 @@ def l2norm_bwd_kernel(
         _l2norm_bwd_task(tl.program_id(0), x, rstd, dy, dx, M, D, BM, BD)
 
 
-def l2norm_fwd(x: torch.Tensor, eps: float) -> tuple[torch.Tensor, torch.Tensor]:
-    """Launch the forward on ``x`` ``[M, D]`` (contiguous). Returns ``(y [M, D] in x.dtype,
-    rstd [M] float32)``."""
+def l2norm_fwd(x: torch.Tensor, eps: float, output_dtype: torch.dtype | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """Launch the forward on ``x`` ``[M, D]`` (contiguous). Returns ``(y [M, D] in output_dtype
+    (default x.dtype), rstd [M] float32)``."""
     M, D = x.shape
     BM, BD = row_block(D, _CUDA_TILE_ELEMS)
-    y = torch.empty_like(x)
+    y = torch.empty_like(x, dtype=output_dtype or x.dtype)
     rstd = torch.empty(M, dtype=torch.float32, device=x.device)
     plan = task_plan(cdiv(M, BM), "vector")
     l2norm_fwd_kernel[plan.grid](
@@ -145,10 +145,10 @@ def l2norm_bwd(x: torch.Tensor, rstd: torch.Tensor, dy: torch.Tensor) -> torch.T
 
 class L2NormFunction(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, x: torch.Tensor, eps: float):
+    def forward(ctx, x: torch.Tensor, eps: float, output_dtype: torch.dtype | None = None):
         shape = x.shape
         x2 = x.reshape(-1, shape[-1]).contiguous()
-        y, rstd = l2norm_fwd(x2, eps)
+        y, rstd = l2norm_fwd(x2, eps, output_dtype)
         ctx.save_for_backward(x2, rstd)
         ctx.shape = shape
         return y.view(shape)
@@ -159,10 +159,10 @@ class L2NormFunction(torch.autograd.Function):
         x2, rstd = ctx.saved_tensors
         dy2 = dy.reshape(x2.shape).contiguous()
         dx = l2norm_bwd(x2, rstd, dy2)
-        return dx.view(ctx.shape), None
+        return dx.view(ctx.shape), None, None
 
 
-def l2norm(x: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
+def l2norm(x: torch.Tensor, eps: float = 1e-6, output_dtype: torch.dtype | None = None) -> torch.Tensor:
     """L2-normalise ``x`` over its last dimension: ``y = x / sqrt(sum(x^2, -1) + eps)``.
 
     Same name and rule as flash-linear-attention's ``l2norm`` (eps inside the square root).
@@ -172,19 +172,27 @@ def l2norm(x: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
         x: ``[..., D]``, float32 / float16 / bfloat16, any leading shape, ``1 <= D <= 8192``.
             Non-contiguous input is copied once.
         eps: added to the sum of squares, float >= 0. Default ``1e-6``.
+        output_dtype: dtype of ``y`` (float32 / float16 / bfloat16); default ``x``'s. The kernel
+            stores it directly (no extra cast pass); the gradient comes back in ``x``'s dtype.
 
     Returns:
-        ``y`` with the shape and dtype of ``x`` (computed in float32).
+        ``y`` with the shape of ``x``, in ``output_dtype`` (computed in float32).
 
     Raises (messages start with ``l2norm:``):
-        TypeError: ``x`` not a float tensor, or ``eps`` not a number.
+        TypeError: ``x`` not a float tensor, ``eps`` not a number, ``output_dtype`` not a float dtype.
         ValueError: ``x`` has no dimension, ``D`` is 0 or above 8192, ``eps`` negative, or ``x``
             has 2**31 elements or more.
     """
     with op_errors("l2norm"):
         check_rows(x)
         eps = check_eps(eps)
+        if output_dtype is not None and output_dtype not in FLOAT_DTYPES:
+            raise TypeError(f"output_dtype must be one of {[str(d) for d in FLOAT_DTYPES]} or None, got {output_dtype}")
         check_int32_offsets("x", x.numel())
     if x.numel() == 0:
-        return x.clone()
-    return L2NormFunction.apply(x, eps)
+        return x.clone().to(output_dtype or x.dtype)
+    return L2NormFunction.apply(x, eps, output_dtype)
+
+
+l2_norm = l2norm
+"""flash-linear-attention's second name of :func:`l2norm`."""

@@ -31,3 +31,22 @@ def rms_norm_gated_ref(
         zf = z.float()
         y = y * (F.silu(zf) if activation in ("swish", "silu") else torch.sigmoid(zf))
     return y.to(x.dtype)
+
+
+def rms_norm_residual_ref(
+    x: torch.Tensor,
+    z: torch.Tensor | None,
+    weight: torch.Tensor | None,
+    bias: torch.Tensor | None,
+    residual: torch.Tensor | None,
+    eps: float = 1e-5,
+    activation: str = "swish",
+    residual_in_fp32: bool = False,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """flash-linear-attention's pre-norm residual path: ``s = x + residual`` in float32, ``y`` =
+    :func:`rms_norm_gated_ref` of ``s`` (in ``x.dtype``); returns ``(y, s)`` with ``s`` in
+    ``residual``'s dtype, else float32 with ``residual_in_fp32``, else ``x``'s."""
+    s = x.float() if residual is None else x.float() + residual.float()
+    y = rms_norm_gated_ref(s, z, weight, bias, eps, activation).to(x.dtype)
+    dtype = residual.dtype if residual is not None else (torch.float32 if residual_in_fp32 else x.dtype)
+    return y, s.to(dtype)

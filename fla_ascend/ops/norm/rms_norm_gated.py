@@ -226,22 +226,26 @@ def rms_norm_gated(
         g: gate of ``x``'s shape (any float dtype), or ``None`` for a plain RMSNorm.
         weight, bias: ``[D]`` or ``None``.
         activation: ``"swish"`` (default), ``"silu"`` or ``"sigmoid"``.
-        residual, prenorm, residual_in_fp32: accepted for signature compatibility; only the
-            defaults (``None``, ``False``, ``False``) are supported.
+        residual: ``[..., D]`` like ``x``, or ``None``: the norm reads ``x + residual`` (summed in
+            float32), as flash-linear-attention's pre-norm residual path.
+        prenorm: also return the sum ``x + residual`` (the next block's residual): in
+            ``residual``'s dtype, else float32 with ``residual_in_fp32``, else ``x``'s (``x`` itself
+            without a residual).
+        residual_in_fp32: without ``residual``, the returned residual is ``x`` in float32.
         eps: float >= 0, default ``1e-6`` as in flash-linear-attention's function (the
             :class:`FusedRMSNormGated` module defaults to ``1e-5``, Qwen3-Next's ``rms_norm_eps``).
 
     Returns:
-        ``y`` with ``x``'s shape and dtype.
+        ``y`` with ``x``'s shape and dtype; ``(y, residual_out)`` with ``prenorm``.
+
+    The residual sum is formed with torch ops before the kernel (one extra elementwise pass), not
+    inside it.
 
     Raises (messages start with ``rms_norm_gated:``):
         TypeError: non-tensor / non-float inputs, or ``eps`` not a number.
         ValueError: unknown activation, shape mismatches (``g`` vs ``x``, ``weight``/``bias`` vs ``D``),
             ``D`` out of range, negative ``eps``, tensors on several devices.
-        NotImplementedError: ``residual`` / ``prenorm`` / ``residual_in_fp32`` set.
     """
-    if residual is not None or prenorm or residual_in_fp32:
-        raise NotImplementedError("rms_norm_gated: residual / prenorm / residual_in_fp32 are not supported")
     with op_errors("rms_norm_gated"):
         if activation not in GATE_ACTIVATIONS:
             raise ValueError(f"activation must be one of {GATE_ACTIVATIONS}, got {activation!r}")
@@ -255,8 +259,25 @@ def rms_norm_gated(
         if bias is not None:
             check_tensor("bias", bias, shape=(D,))
         eps = check_eps(eps)
-        check_same_device(x=x, g=g, weight=weight, bias=bias)
+        if residual is not None:
+            check_tensor("residual", residual)
+            if residual.shape != x.shape:
+                raise ValueError(f"residual must have x's shape {tuple(x.shape)}, got {tuple(residual.shape)}")
+        for name, flag in (("prenorm", prenorm), ("residual_in_fp32", residual_in_fp32)):
+            if not isinstance(flag, bool):
+                raise TypeError(f"{name} must be a bool, got {type(flag).__name__}")
+        check_same_device(x=x, g=g, weight=weight, bias=bias, residual=residual)
         check_int32_offsets("x", x.numel())
+    if residual is None and not residual_in_fp32:
+        y = _rms_norm_gated(x, g, weight, bias, activation, eps)
+        return (y, x) if prenorm else y
+    total = x.float() if residual is None else x.float() + residual.float()
+    residual_out = total.to(residual.dtype if residual is not None else torch.float32)
+    y = _rms_norm_gated(total, g, weight, bias, activation, eps).to(x.dtype)
+    return (y, residual_out) if prenorm else y
+
+
+def _rms_norm_gated(x, g, weight, bias, activation, eps):
     if x.numel() == 0:  # no rows: an empty y that is still in the graph of every input (zero gradients)
         y = x.clone()
         for t in (g, weight, bias):
@@ -305,8 +326,9 @@ class FusedRMSNormGated(nn.Module):
         return f"{self.hidden_size}, eps={self.eps}, activation={self.activation!r}"
 
     def forward(self, x: torch.Tensor, g: torch.Tensor | None = None, residual=None, prenorm: bool = False,
-                residual_in_fp32: bool = False) -> torch.Tensor:
-        """``x``, ``g`` ``[..., hidden_size]`` -> ``[..., hidden_size]`` in ``x.dtype``.
+                residual_in_fp32: bool = False) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+        """``x``, ``g`` ``[..., hidden_size]`` -> ``[..., hidden_size]`` in ``x.dtype`` (and the
+        residual sum with ``prenorm``; see :func:`rms_norm_gated`).
 
         Raises:
             ValueError: ``x``'s last dimension is not ``hidden_size`` (else as :func:`rms_norm_gated`).
@@ -316,3 +338,17 @@ class FusedRMSNormGated(nn.Module):
                              f"got {x.shape[-1]} (x shape {tuple(x.shape)})")
         return rms_norm_gated(x, g, self.weight, self.bias, self.activation, residual, prenorm, residual_in_fp32,
                               self.eps)
+
+
+def rms_norm(
+    x: torch.Tensor,
+    weight: torch.Tensor | None,
+    bias: torch.Tensor | None,
+    residual: torch.Tensor | None = None,
+    eps: float = 1e-5,
+    prenorm: bool = False,
+    residual_in_fp32: bool = False,
+) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+    """RMSNorm without a gate, flash-linear-attention's ``rms_norm`` argument order:
+    :func:`rms_norm_gated` with ``g=None`` (same kernel, same residual path and errors)."""
+    return rms_norm_gated(x, None, weight, bias, "swish", residual, prenorm, residual_in_fp32, eps)

@@ -1,5 +1,5 @@
 """Autograd rules shared by the ops: their backwards are Triton kernels, not differentiable
-torch ops, and the decode ops have no backward at all."""
+torch ops."""
 from __future__ import annotations
 
 import functools
@@ -25,18 +25,3 @@ def kernel_backward(op: str):
             return backward(ctx, *grads)
         return checked
     return wrap
-
-
-def check_forward_only(op: str, hint: str, **tensors: torch.Tensor | None) -> None:
-    """Refuse a forward-only op's call while grad mode is on and an input requires grad, naming
-    the inputs; ``hint`` says what to use instead.
-
-    Raises:
-        RuntimeError: ``"<op> is forward only (<inputs> require grad); <hint>"``.
-    """
-    if not torch.is_grad_enabled():
-        return
-    needing = [name for name, t in tensors.items() if t is not None and t.requires_grad]
-    if needing:
-        raise RuntimeError(f"{op} is forward only ({', '.join(needing)} require{'s' if len(needing) == 1 else ''} "
-                           f"grad); {hint}")

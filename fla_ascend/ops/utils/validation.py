@@ -115,3 +115,59 @@ def check_cu_seqlens(cu_seqlens: object, B: int, T: int) -> torch.Tensor:
     if int(host[-1]) != T:
         raise ValueError(f"cu_seqlens must end at T={T} (the packed length), got {int(host[-1])}")
     return cu_seqlens
+
+
+def check_varlen(
+    cu_seqlens: object, cu_seqlens_cpu: object, chunk_indices: object, B: int, T: int,
+) -> tuple[torch.Tensor | None, torch.Tensor | None, torch.Tensor | None]:
+    """Validate flash-linear-attention's varlen arguments without a device-to-host copy where it can.
+
+    - ``cu_seqlens`` alone: :func:`check_cu_seqlens` (reads its values on the host: one copy).
+    - with ``cu_seqlens_cpu`` (a host copy of the same boundaries): that copy is validated and
+      ``cu_seqlens`` is only checked for dtype and length; its values are not read.
+    - with ``chunk_indices`` (``[NT, 2]`` int rows ``(i_n, i_t)``, as built by
+      :func:`fla_ascend.ops.utils.prepare_chunk_indices` for the op's chunk size): ``cu_seqlens``'
+      values are not read either; both are trusted to describe the same batch.
+
+    Returns:
+        ``(cu_seqlens, cu_seqlens_cpu, chunk_indices)`` as given.
+
+    Raises:
+        TypeError: a non-tensor or a non-integer tensor.
+        ValueError: ``cu_seqlens_cpu`` or ``chunk_indices`` without ``cu_seqlens``; ``cu_seqlens_cpu``
+            not on the CPU or of another length; ``chunk_indices`` not ``[NT, 2]``; plus
+            :func:`check_cu_seqlens`' errors.
+    """
+    if cu_seqlens is None:
+        for name, t in (("cu_seqlens_cpu", cu_seqlens_cpu), ("chunk_indices", chunk_indices)):
+            if t is not None:
+                raise ValueError(f"{name} describes a packed (varlen) batch and needs cu_seqlens; got cu_seqlens=None")
+        return None, None, None
+    if cu_seqlens_cpu is None and chunk_indices is None:
+        return check_cu_seqlens(cu_seqlens, B, T), None, None
+    if not isinstance(cu_seqlens, torch.Tensor):
+        raise TypeError(f"cu_seqlens must be a torch.Tensor, got {type(cu_seqlens).__name__}")
+    if cu_seqlens.dtype not in (torch.int32, torch.int64):
+        raise TypeError(f"cu_seqlens must have an integer dtype (int32 or int64), got {cu_seqlens.dtype}")
+    if cu_seqlens.dim() != 1 or cu_seqlens.numel() < 2:
+        raise ValueError(f"cu_seqlens must be 1-D with N+1 >= 2 entries, got shape {tuple(cu_seqlens.shape)}")
+    if B != 1:
+        raise ValueError(f"with cu_seqlens the batch size B must be 1 (sequences packed along T), got B={B}")
+    if cu_seqlens_cpu is not None:
+        check_cu_seqlens(cu_seqlens_cpu, B, T)
+        if cu_seqlens_cpu.device.type != "cpu":
+            raise ValueError(f"cu_seqlens_cpu must be on the CPU, got a tensor on {cu_seqlens_cpu.device}")
+        if cu_seqlens_cpu.numel() != cu_seqlens.numel():
+            raise ValueError(f"cu_seqlens_cpu must have cu_seqlens' length {cu_seqlens.numel()}, "
+                             f"got {cu_seqlens_cpu.numel()}")
+    if chunk_indices is not None:
+        if not isinstance(chunk_indices, torch.Tensor):
+            raise TypeError(f"chunk_indices must be a torch.Tensor, got {type(chunk_indices).__name__}")
+        if chunk_indices.dtype not in (torch.int32, torch.int64):
+            raise TypeError(f"chunk_indices must have an integer dtype (int32 or int64), got {chunk_indices.dtype}")
+        if chunk_indices.dim() != 2 or chunk_indices.shape[1] != 2:
+            raise ValueError(f"chunk_indices must have shape [NT, 2], got {tuple(chunk_indices.shape)}")
+        if chunk_indices.device != cu_seqlens.device:
+            raise ValueError(f"chunk_indices must be on cu_seqlens' device {cu_seqlens.device}, "
+                             f"got {chunk_indices.device}")
+    return cu_seqlens, cu_seqlens_cpu, chunk_indices

@@ -1,0 +1,1 @@
+"""Routes other libraries' kernel calls to fla-ascend's ops (``transformers``)."""
