@@ -15,14 +15,15 @@ def worker_env() -> dict:
     return env
 
 
-def run_worker(argv: list[str], extra_path: str | None = None, **kwargs) -> subprocess.CompletedProcess:
-    """Run ``python -m fla_ascend.check.worker *argv`` in a clean process; returns the
+def run_worker(argv: list[str], extra_path: str | None = None, module: str = "fla_ascend.check.worker",
+               **kwargs) -> subprocess.CompletedProcess:
+    """Run ``python -m <module> *argv`` (default the check's worker) in a clean process; returns the
     ``CompletedProcess`` (``kwargs`` go to ``subprocess.run``). ``extra_path`` is prepended to
     ``PYTHONPATH`` (tests use it to load a registry of test kernels)."""
     env = worker_env()
     if extra_path:
         env["PYTHONPATH"] = os.pathsep.join(p for p in (extra_path, env.get("PYTHONPATH", "")) if p)
-    return subprocess.run([sys.executable, "-m", "fla_ascend.check.worker", *argv], env=env, **kwargs)
+    return subprocess.run([sys.executable, "-m", module, *argv], env=env, **kwargs)
 
 
 def register(sub) -> None:
