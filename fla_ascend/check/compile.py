@@ -48,6 +48,7 @@ import shutil
 import signal
 import subprocess
 import tempfile
+import threading
 import time
 from dataclasses import asdict, dataclass, field
 from functools import lru_cache
@@ -142,6 +143,8 @@ class CompileResult:
         needed_bytes, available_bytes: for an overflow, what the compiler asked for and had, bytes
             (the compiler prints bits).
         seconds: wall time of the compile (of the original compile for a cache hit).
+        cpu_seconds: CPU time (user + system) of the compiler process; on a shared machine a steadier
+            measure than ``seconds``.
         module_path: the compiled ``module.hivm.opt.mlir`` (in the cache), ``""`` when none was written.
         facts: :class:`ModuleFacts` of that module, None when none was written.
         returncode: the compiler's exit status (None on timeout).
@@ -160,6 +163,7 @@ class CompileResult:
     needed_bytes: int | None = None
     available_bytes: int | None = None
     seconds: float = 0.0
+    cpu_seconds: float | None = None
     module_path: str = ""
     facts: ModuleFacts | None = None
     returncode: int | None = None
@@ -401,19 +405,36 @@ def _key(text: str, chip: str, argv_opts: list[str], version: str) -> str:
     return hashlib.sha256(blob.encode("utf-8")).hexdigest()
 
 
-def _run(argv: list[str], env: dict, timeout_s: float) -> tuple[int | None, str]:
-    """Run ``argv`` in its own process group; on timeout kill the group. Returns (rc or None, output)."""
+def _run(argv: list[str], env: dict, timeout_s: float) -> tuple[int | None, str, float]:
+    """Run ``argv`` in its own process group; on timeout kill the group.
+
+    Returns:
+        ``(rc or None on timeout, stdout+stderr, CPU seconds of the process)``; the CPU time comes from
+        ``wait4`` (user + system), so it does not count time spent waiting for a busy machine's cores.
+    """
     p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, start_new_session=True)
-    try:
-        out, _ = p.communicate(timeout=timeout_s)
-        return p.returncode, out.decode("utf-8", "replace")
-    except subprocess.TimeoutExpired:
-        try:
-            os.killpg(p.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        out, _ = p.communicate()
-        return None, out.decode("utf-8", "replace")
+    chunks: list[bytes] = []
+    reader = threading.Thread(target=lambda: chunks.append(p.stdout.read()), daemon=True)
+    reader.start()
+    deadline = time.monotonic() + timeout_s
+    rc = None
+    while True:
+        pid, status, usage = os.wait4(p.pid, os.WNOHANG)
+        if pid:
+            rc = os.waitstatus_to_exitcode(status)
+            break
+        if time.monotonic() > deadline:
+            try:
+                os.killpg(p.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            _pid, status, usage = os.wait4(p.pid, 0)
+            break
+        time.sleep(0.02)
+    p.returncode = rc if rc is not None else -signal.SIGKILL  # reaped here: keep Popen from waiting again
+    reader.join()
+    p.stdout.close()
+    return rc, b"".join(chunks).decode("utf-8", "replace"), usage.ru_utime + usage.ru_stime
 
 
 def compile_module(ttadapter_text: str, chip, launch_options: dict | None = None, timeout_s: float = 600.0,
@@ -478,9 +499,9 @@ def compile_module(ttadapter_text: str, chip, launch_options: dict | None = None
         env = dict(os.environ)
         env["PATH"] = _stub_dir() + os.pathsep + env.get("PATH", "")
         t0 = time.perf_counter()
-        rc, log = _run(argv, env, timeout_s)
+        rc, log, cpu = _run(argv, env, timeout_s)
         seconds = time.perf_counter() - t0
-        res = CompileResult(ok=rc == 0, chip=chip_name, seconds=seconds, returncode=rc,
+        res = CompileResult(ok=rc == 0, chip=chip_name, seconds=seconds, cpu_seconds=cpu, returncode=rc,
                             argv=[os.path.basename(binary)] + [a.replace(tmp, "<tmp>") for a in argv[1:]],
                             compiler_version=version, key=key, log=log[-20000:])
         if rc is None:
