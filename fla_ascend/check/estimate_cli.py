@@ -213,7 +213,9 @@ def build_parser(p: argparse.ArgumentParser | None = None) -> argparse.ArgumentP
     from fla_ascend.check.estimate import OPS
 
     p = p or argparse.ArgumentParser(prog="fla-ascend estimate")
-    p.add_argument("op", choices=list(OPS) + ["all"], help="op to estimate (forward and backward launches)")
+    p.add_argument("op", choices=list(OPS) + ["all", "calibration"],
+                   help="op to estimate (forward and backward launches); 'calibration' estimates the public "
+                        "hardware measurements of flash-linear-attention's NPU kernels and prints the error")
     p.add_argument("--shape", default="anchors",
                    help="shape name (see docs/estimate.md), 'anchors' (default), 'all', or KEY=VALUE,... "
                         "(e.g. B=1,T=4096,H=16,HV=32,K=128,V=128)")
@@ -259,8 +261,46 @@ def collect(args) -> dict:
             "assumptions": {k: {"value": v[0], "what": v[1]} for k, v in ASSUMPTIONS.items()}}
 
 
+def calibration_markdown(rows: list, chip: str) -> str:
+    lines = [f"| measurement | measured us | estimated us | estimate / measured | bounds (us) | source |",
+             "|---|---|---|---|---|---|"]
+    for r in rows:
+        est = _fmt(r["estimated_us"]) if r["estimated_us"] is not None else "not compiled: " + "; ".join(r["failed"])[:200]
+        lines.append(f"| {r['name']} | {r['measured_us']:.0f} | {est} | {_fmt(r['ratio'], 2)} | "
+                     f"{', '.join(f'{k} {v}' for k, v in r['bounds'].items())} | [{r['chip']} case notes]({r['source']}): "
+                     f"{r['note']} |")
+    return "\n".join(lines) + "\n"
+
+
+def _calibration(args) -> int:
+    from fla_ascend.check.estimate import calibrate, fla_available
+    from fla_ascend.check.lower import require_compiler
+
+    require_compiler()
+    reason = fla_available()
+    if reason:
+        raise RuntimeError(reason)
+    log = None if args.quiet else (lambda s: print(s, file=sys.stderr, flush=True))
+    rows = calibrate(args.chip, log)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"chip": args.chip, "calibration": rows}, f, indent=1, default=str)
+    text = calibration_markdown(rows, args.chip)
+    if args.markdown:
+        with open(args.markdown, "w") as f:
+            f.write(text)
+    print(text)
+    return 0
+
+
 def worker_main(argv=None) -> int:
     args = build_parser().parse_args(argv)
+    if args.op == "calibration":
+        try:
+            return _calibration(args)
+        except (RuntimeError, ValueError) as e:
+            print(f"fla-ascend estimate: {e}", file=sys.stderr)
+            return 2
     try:
         report = collect(args)
     except (RuntimeError, ValueError) as e:

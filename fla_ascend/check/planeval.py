@@ -14,9 +14,10 @@ AI core); an AIV or AIC kernel has one.
 (and sub-block) with the launch's scalar arguments and grid bound to the function's arguments,
 evaluating the scalar SSA (``arith``, ``affine``, ``index_cast``...) so that loop bounds, tail
 sizes (``affine.min``) and dynamic subview sizes take their real values. Loops of at most
-``EXACT_TRIPS`` iterations are walked iteration by iteration; longer ones are sampled at their
-first, middle and last iteration and scaled by the trip count (exact for bodies whose counts are
-constant or linear in the induction variable). A value that cannot be evaluated (a scalar loaded
+``EXACT_TRIPS`` iterations are walked iteration by iteration; longer ones are walked at their
+first and last iteration (tails) and at the middle one, which stands for the other ``trips - 2``
+(exact for bodies whose counts are constant apart from the ends; within a few percent for counts
+linear in the induction variable, such as triangular loops). A value that cannot be evaluated (a scalar loaded
 from memory, e.g. ``cu_seqlens``) makes a dependent loop bound unresolved: that loop is counted
 once and named in :attr:`Counts.unresolved`.
 
@@ -253,7 +254,8 @@ def parse(text: str) -> Module:
         if not mr:
             continue
         results = _split_results(mr.group(1).rstrip().rstrip("=").strip()) if mr.group(1) else []
-        op = Op(mr.group(2), results, line, [], no)
+        name = {"call": "func.call", "return": "func.return"}.get(mr.group(2), mr.group(2))  # short forms
+        op = Op(name, results, line, [], no)
         stack[-1].append(op)
         if line.endswith("{"):
             region = []
@@ -686,21 +688,21 @@ class _Walker:
             note = f"line {op.line}: loop {'/'.join(which)} bound not resolved (counted once)"
             if note not in c.unresolved:
                 c.unresolved.append(note)
-            trips, samples = 1, [lo if lo is not None else 0]
+            trips, samples = 1, [(lo if lo is not None else 0, 1)]
         else:
             trips = max(0, -((lo - hi) // st)) if st > 0 else 0
             if trips <= EXACT_TRIPS:
-                samples = [lo + i * st for i in range(trips)]
-            else:
-                samples = [lo, lo + (trips // 2) * st, lo + (trips - 1) * st]
+                samples = [(lo + i * st, 1) for i in range(trips)]
+            else:  # first and last exactly (tails), the middle one for the rest
+                samples = [(lo, 1), (lo + ((trips - 1) // 2) * st, trips - 2), (lo + (trips - 1) * st, 1)]
         if trips:
-            acc = Counts()
-            for ivv in samples:
+            for ivv, weight in samples:
+                acc = Counts()
                 self.env[iv] = ivv
                 for a, v in inits:
                     self.env[a] = v
                 self.block_ops(body, acc)
-            c.add(acc, trips / len(samples))
+                c.add(acc, weight)
             if scalar_loop:
                 c.scalar_loop_iters += trips
         self._bind_results(op)
