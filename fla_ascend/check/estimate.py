@@ -18,7 +18,8 @@ bound per launch::
     n_sync   = max over cores of cross-core waits (sync_block_wait)
     rounds   = ceil(grid / cores of the kernel's type)
 
-The bounding resource is the term that attains the max. Chip figures come from
+The bounding resource is the term that attains the max, or ``sync`` when the cross-core waits
+(``n_sync * SYNC_S``) outweigh it. Chip figures come from
 :mod:`fla_ascend.tiling.chips` with their sources; the constants in :data:`ASSUMPTIONS` are labelled
 assumptions, not measurements. This is an estimate from the compiled plan, not a hardware timing:
 it sees no instruction latency, no pipe stalls between MTE2, Vector and MTE3 inside a core (perfect
@@ -356,8 +357,10 @@ def time_bound(per_core: list, total: planeval.Counts, grid_blocks: int, n_cores
     rounds = max(1, math.ceil(grid_blocks / max(1, n_cores)))
     launch = _a("LAUNCH_S") + (rounds - 1) * _a("ROUND_S")
     bound = max(terms, key=terms.get)
+    if sync > terms[bound]:
+        bound = "sync"  # the hand-off waits outweigh every resource
     return {"terms_us": {k: v * 1e6 for k, v in terms.items()}, "sync_us": sync * 1e6, "launch_us": launch * 1e6,
-            "time_us": (terms[bound] + sync + launch) * 1e6, "bound": bound}
+            "time_us": (max(terms.values()) + sync + launch) * 1e6, "bound": bound}
 
 
 _CUDA_ONLY = ("num_warps", "num_stages", "num_ctas", "num_buffers_warp_spec", "num_consumer_groups",
@@ -604,6 +607,13 @@ CALIBRATION = [
 the note; the estimate uses the 0.6.0 wheel's, which may differ."""
 
 
+def _by_bound(launches) -> dict:
+    out: dict = {}
+    for x in launches:
+        out[x.bound] = round(out.get(x.bound, 0.0) + x.time_us, 1)
+    return out
+
+
 def calibrate(chip: ChipSpec | str = "Ascend910B2", log=None) -> list:
     """Estimate every :data:`CALIBRATION` entry with flash-linear-attention 0.6.0's kernels.
 
@@ -627,7 +637,7 @@ def calibrate(chip: ChipSpec | str = "Ascend910B2", log=None) -> list:
                     "ratio": (t / m.us) if ok else None, "launches": [f"{x.direction} {x.kernel} {x.bound}"
                                                                       for x in ok],
                     "failed": [f"{x.kernel}: {x.error}" for x in sel if not x.ok] + ([est.error] if est.error else []),
-                    "bounds": {x.bound: round(x.time_us, 1) for x in ok}, "source": m.source, "note": m.note,
+                    "bounds": _by_bound(ok), "source": m.source, "note": m.note,
                     "chip": m.chip})
     return out
 

@@ -128,6 +128,28 @@ def markdown(report: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+def summary_markdown(reports: list) -> str:
+    """One row per op and shape over several reports: totals, ratio, and where ours loses, the
+    stage that loses most with its bounding resource."""
+    lines = ["| op | shape | ours fwd us | fla fwd us | ours fwd+bwd us | fla fwd+bwd us | ours/fla | "
+             "largest losing stage (ours vs fla us, bound) | fla launches not compiled |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for rep in reports:
+        for case in rep["cases"]:
+            rows = {r["stage"]: r for r in case["rows"]}
+            tot, fwd = rows.get("total", {}), rows.get("total fwd", {})
+            lose = [r for r in case["rows"] if not r["stage"].startswith("total") and r.get("ours_us")
+                    and (r.get("fla_us") or 0) < r["ours_us"]]
+            worst = max(lose, key=lambda r: r["ours_us"] - (r.get("fla_us") or 0), default=None)
+            ws = (f"{worst['stage']} ({worst['ours_us']:.0f} vs {_fmt(worst.get('fla_us'), 0)}, {worst['ours_bound']})"
+                  if worst else "-")
+            nf = sum(len(r.get("fla_failed", [])) for r in case["rows"])
+            lines.append(f"| {case['op']} | {case['shape']} | {_fmt(fwd.get('ours_us'), 0)} | {_fmt(fwd.get('fla_us'), 0)} "
+                         f"| {_fmt(tot.get('ours_us'), 0)} | {_fmt(tot.get('fla_us'), 0)} | {_fmt(tot.get('ratio'), 2)} "
+                         f"| {ws} | {nf or '-'} |")
+    return "\n".join(lines) + "\n"
+
+
 def print_rich(report: dict) -> None:
     from rich.console import Console
     from rich.table import Table
