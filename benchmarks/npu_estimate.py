@@ -21,14 +21,15 @@ import sys
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
 from fla_ascend.check.estimate import OPS  # noqa: E402
-from fla_ascend.check.estimate_cli import summary_markdown  # noqa: E402
+from fla_ascend.check.estimate_cli import markdown, plot_png, side_by_side, summary_markdown  # noqa: E402
 
 
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--out", default="benchmarks/results/npu-estimate-2026-12-01")
     p.add_argument("--chip", default="Ascend910B2")
-    p.add_argument("--summary-only", action="store_true", help="only rebuild summary.md from the JSON files")
+    p.add_argument("--summary-only", action="store_true",
+                   help="estimate nothing: re-render every <op>.md/.png and summary.md from the JSON files")
     args = p.parse_args()
     os.makedirs(args.out, exist_ok=True)
     status = 0
@@ -46,7 +47,16 @@ def main() -> int:
         path = os.path.join(args.out, op + ".json")
         if os.path.exists(path):
             with open(path) as f:
-                reports.append(json.load(f))
+                rep = json.load(f)
+            if args.summary_only:  # re-render the tables from the counts (stage names may have changed)
+                for case in rep["cases"]:
+                    case["rows"] = side_by_side(case["ours"], case["fla"])
+                with open(path, "w") as f:
+                    json.dump(rep, f, indent=1, default=str)
+                with open(os.path.join(args.out, op + ".md"), "w") as f:
+                    f.write(markdown(rep))
+                plot_png(rep, os.path.join(args.out, op + ".png"))
+            reports.append(rep)
     with open(os.path.join(args.out, "summary.md"), "w") as f:
         f.write(summary_markdown(reports))
     print(open(os.path.join(args.out, "summary.md")).read())

@@ -12,7 +12,7 @@ STAGES = [  # (regex on the kernel name, stage) in order of precedence
     (r"cumsum", "gate cumsum"),
     (r"gva|group_sum", "GVA group sum"),
     (r"dv_local", "dv local"),
-    (r"dqkwg", "dq dk dw dg"),
+    (r"dqkwg|dg_bwd", "dq dk dw dg"),
     (r"bwd_dh|dhu|h_bwd|delta_h_bwd", "state dh"),
     (r"wy_bwd|wy_repr_bwd|prepare_wy", "WY bwd"),
     (r"kkt|solve_tril|inverse|wy_fwd|recompute_w_u|fwd_intra", "WY fwd (kkt, inverse, w u)"),
