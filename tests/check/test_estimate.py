@@ -89,3 +89,22 @@ def test_side_by_side_rows():
     assert rows["bwd: dq dk dw dg"]["fla_us"] is None and rows["bwd: dq dk dw dg"]["fla_failed"]
     assert rows["total"]["fla_bound"] == "1 not compiled"
     assert stage_of("merge_16x16_to_64x64_inverse_kernel_npu").startswith("WY fwd")
+
+
+@pytest.mark.slow
+def test_against_flash_linear_attention(tmp_path):
+    """flash-linear-attention 0.6.0's NPU l2norm, captured and compiled the same way, moves the same
+    bytes as ours at the small shape (needs fla importable: an optional benchmark dependency)."""
+    from fla_ascend.check.estimate import fla_available
+
+    if fla_available():
+        pytest.skip(fla_available())
+    out = tmp_path / "r.json"
+    proc = run_worker(["l2norm", "--shape", "small", "--against", "fla", "--json", str(out), "--quiet"],
+                      module="fla_ascend.check.estimate", capture_output=True, text=True, timeout=1200)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    (case,) = json.loads(out.read_text())["cases"]
+    fwd = {side: [la for la in case[side]["launches"] if la["direction"] == "fwd"] for side in ("ours", "fla")}
+    assert all(la["ok"] for la in fwd["fla"]) and fwd["fla"]
+    assert sum(la["total"]["mte2_bytes"] for la in fwd["fla"]) == fwd["ours"][0]["total"]["mte2_bytes"]
+    assert case["rows"][-1]["stage"] == "total" and case["rows"][-1]["ratio"] is not None
