@@ -30,28 +30,27 @@ MODEL_MAX_RATIO = 1.3
 launch plans: below the plan it lets a tile overflow, far above it wastes UB)."""
 
 
-def _spec_key(r) -> tuple:
-    return (r.kernel, r.ttadapter_sha256, tuple(sorted(r.options.items())))
+def _row_key(r) -> tuple:
+    return (r.kernel, r.ttadapter_sha256, tuple(sorted(r.options.items())),
+            tuple(sorted((f["code"], f["message"]) for f in r.findings)))
 
 
 def merge_specialisations(results: list) -> list:
     """Merge results of one chip that lowered to the same text with the same options (the same
-    compiled kernel): the first row is kept, the others' configs are appended to its ``configs``
-    and their findings added where new. Unlowered rows are kept as they are."""
+    compiled kernel) and carry the same lowering findings: the first row is kept and the others'
+    configs are appended to its ``configs``. Unlowered rows are kept as they are. (Rows that differ
+    only in findings stay apart; :func:`compile_results` still compiles their kernel once.)"""
     out, seen = [], {}
     for r in results:
         if not r.lowered:
             out.append(r)
             continue
-        k = _spec_key(r)
+        k = _row_key(r)
         if k not in seen:
             seen[k] = r
             out.append(r)
-            continue
-        first = seen[k]
-        first.configs += [c for c in r.configs if c not in first.configs]
-        have = {(f["code"], f["message"]) for f in first.findings}
-        first.findings += [f for f in r.findings if (f["code"], f["message"]) not in have]
+        else:
+            seen[k].configs += [c for c in r.configs if c not in seen[k].configs]
     return out
 
 

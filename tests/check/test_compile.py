@@ -139,3 +139,21 @@ def test_every_chip_name_is_a_compiler_target(tmp_path):
     assert bad == {}
     r = compile_module(text, "Ascend950PR", {}, timeout_s=120, cache_dir=str(tmp_path))
     assert r.error_class == "invalid_target"
+
+
+def test_missing_compiler_falls_back_to_lowering_only(monkeypatch, tmp_path):
+    """Without ascendnpu-ir the compile stage says so and leaves every launch uncompiled (the report
+    names the chip 'lowering only'); compile_module returns a 'no_compiler' result, not an exception."""
+    from fla_ascend.check import compile as compile_mod
+    from fla_ascend.check import compiled
+    from fla_ascend.check.runner import CaseResult
+    from fla_ascend.tiling.chips import get_chip
+
+    monkeypatch.setattr(compiled, "compiler_available", lambda chip: False)
+    r = CaseResult(kernel="m.k", config="c", chip="Ascend910B2", lowered=True, ttadapter="module {}",
+                   ttadapter_sha256="x")
+    mode = compiled.compile_results([r], get_chip("Ascend910B2"), 1, 10.0, str(tmp_path))
+    assert mode.startswith("lowering only") and "ascendnpu-ir" in mode and r.compiled is None
+    monkeypatch.setattr(compile_mod, "compiler_path", lambda chip: None)
+    res = compile_mod.compile_module("module {}", "Ascend910B2", {}, 10.0, str(tmp_path))
+    assert not res.ok and res.error_class == "no_compiler" and "ascendnpu-ir" in res.message
