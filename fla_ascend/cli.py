@@ -15,6 +15,7 @@ _SUBCOMMANDS = [
     "fla_ascend.bench.cli",
     "fla_ascend.round.cli",
     "fla_ascend.check.cli",
+    "fla_ascend.check.estimate_cli",
     "fla_ascend.profiling.cli",
 ]
 

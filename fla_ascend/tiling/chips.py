@@ -2,9 +2,12 @@
 
 Every row carries the source it was taken from and a confidence level, because most of these
 numbers come from public documents and configuration files rather than measurement. Unknown
-numbers are ``None``, never guessed. Names are the ones triton-ascend 3.2.0 accepts in
-``TRITON_ASCEND_ARCH`` (``triton/backends/ascend/utils.py``, ``get_ascend_arch_from_env``) plus
-the marketing aliases ``Ascend950PR`` / ``Ascend910_95``.
+numbers are ``None``, never guessed. Names are the A2/A3/A5 ones triton-ascend 3.2.0 accepts in
+``TRITON_ASCEND_ARCH`` (``triton/backends/ascend/utils.py``, ``get_ascend_arch_from_env``), each also
+a ``--target`` that ``bishengir-compile`` (A2/A3) or ``bishengir-compile-a5`` (A5) accepts
+(tests/check/test_compile.py compiles a kernel for every row). The marketing names ``Ascend950PR``,
+``Ascend950`` and ``Ascend910_95`` are aliases of ``Ascend910_9599``: none is a compiler target
+(``Cannot find option named 'Ascend950PR'``).
 
 Sources:
 
@@ -14,6 +17,10 @@ Sources:
   on A2/A3; the ``ub overflow ... 1572864 bits available`` message = 196608 bytes).
 - ``derived``: peak cube FLOP/s = cube cores x clock (MHz) x 1e6 x 8192 (fp16/bf16 MACs x 2 per
   cycle per cube core).
+- ``ascend-c-guide``: Ascend C programming guide (hardware architecture chapter): one Cube core does a
+  16 x 16 x 16 fp16/bf16 matrix multiply-accumulate per cycle (4096 MACs); one Vector core processes
+  256 bytes per cycle (128 fp16 or 64 fp32 lanes). Used by the time estimate
+  (``fla_ascend.check.estimate``); the clock is the 1800 MHz behind the derived peak.
 """
 from __future__ import annotations
 
@@ -47,6 +54,10 @@ class ChipSpec:
             ``NPUOptions.multibuffer = not is_compile_on_910_95`` in triton-ascend 3.2.0).
         source: where the numbers come from.
         confidence: ``"high"``, ``"medium"`` or ``"low"``, with the doubtful fields named.
+        clock_mhz: AI core clock, MHz (``None`` when unknown); the one behind ``peak_bf16_flops``.
+        cube_macs_per_cycle: bf16/fp16 MACs per cycle of one Cube core (16 x 16 x 16 = 4096,
+            ascend-c-guide).
+        vector_bytes_per_cycle: bytes one Vector core processes per cycle (256, ascend-c-guide).
     """
 
     name: str
@@ -64,6 +75,9 @@ class ChipSpec:
     source: str
     confidence: str
     aliases: tuple[str, ...] = field(default=())
+    clock_mhz: float | None = None
+    cube_macs_per_cycle: int | None = 4096
+    vector_bytes_per_cycle: int | None = 256
 
     @property
     def default_multibuffer(self) -> bool:
@@ -90,11 +104,12 @@ _ROWS: list[ChipSpec] = [
              confidence="medium: L1 (one document says 1 MiB), bandwidth and clock unconfirmed"),
     ChipSpec("Ascend910B2", 24, 48, **_A2_BUFFERS, hbm_bytes=64 * GiB, hbm_bw=1.6e12,
              peak_bf16_flops=_peak(24, 1800), compile_on_910_95=False,
-             source="cann-platform-config Ascend910B2.ini; peak derived at 1800 MHz", confidence="high"),
+             source="cann-platform-config Ascend910B2.ini; peak derived at 1800 MHz", confidence="high",
+             clock_mhz=1800),
     ChipSpec("Ascend910B3", 20, 40, **_A2_BUFFERS, hbm_bytes=64 * 10**9, hbm_bw=None,
              peak_bf16_flops=_peak(20, 1800), compile_on_910_95=False,
              source="cann-platform-config (cores, UB); L0/L1 assumed as B2; peak derived at 1800 MHz",
-             confidence="medium: L1, HBM size, bandwidth and clock unconfirmed"),
+             confidence="medium: L1, HBM size, bandwidth and clock unconfirmed", clock_mhz=1800),
     ChipSpec("Ascend910B4", 20, 40, **_A2_BUFFERS, hbm_bytes=32 * GiB, hbm_bw=None, peak_bf16_flops=None,
              compile_on_910_95=False, source="cann-platform-config (cores, UB, L0); HBM from product brief",
              confidence="medium: L1, bandwidth and clock unconfirmed"),
@@ -104,15 +119,17 @@ for _n in ("Ascend910_9362", "Ascend910_9372", "Ascend910_9381", "Ascend910_9382
     _ROWS.append(ChipSpec(_n, 24, 48, **_A2_BUFFERS, hbm_bytes=64 * 10**9, hbm_bw=1.6e12,
                           peak_bf16_flops=_peak(24, 1800), compile_on_910_95=False,
                           source="cann-platform-config Ascend910_93xx (A3, per die); peak derived at 1800 MHz",
-                          confidence="medium: per-SKU differences within 93xx unknown; values per die"))
+                          confidence="medium: per-SKU differences within 93xx unknown; values per die",
+                          clock_mhz=1800))
 _A5 = dict(ub_bytes=253952, l1_bytes=524288, l0a_bytes=64 * KiB, l0b_bytes=64 * KiB, l0c_bytes=256 * KiB,
            hbm_bytes=128 * 10**9, hbm_bw=1.6e12, peak_bf16_flops=432e12, compile_on_910_95=True)
-_ROWS.append(ChipSpec("Ascend950PR", 32, 64, **_A5,
-                      source="public A5 (Ascend 950PR / 910_95) briefs; UB = usable bytes per vector core",
+_ROWS.append(ChipSpec("Ascend910_9599", 32, 64, **_A5,
+                      source="public A5 (Ascend 950PR / 910_95) briefs; UB = usable bytes per vector core "
+                             "(bishengir-compile-a5: 2031616 bits available)",
                       confidence="medium-high: one SKU has 28 / 56 cores; bandwidth unconfirmed",
-                      aliases=("Ascend910_95", "Ascend950")))
-for _n in ("Ascend910_9579", "Ascend910_9581", "Ascend910_9589", "Ascend910_9599"):
-    _ROWS.append(ChipSpec(_n, 32, 64, **_A5, source="as Ascend950PR (same generation, 910_95xx SoC names)",
+                      aliases=("Ascend950PR", "Ascend910_95", "Ascend950")))
+for _n in ("Ascend910_9579", "Ascend910_9581", "Ascend910_9589"):
+    _ROWS.append(ChipSpec(_n, 32, 64, **_A5, source="as Ascend910_9599 (same generation, 910_95xx SoC names)",
                           confidence="low: which 910_95xx SKU has 28 / 56 cores is not known here"))
 
 CHIPS: dict[str, ChipSpec] = {c.name: c for c in _ROWS}
@@ -154,7 +171,7 @@ def get_chip(name: str | ChipSpec | None = None) -> ChipSpec:
     key = _LOOKUP.get(name.strip().lower())
     if key is None:
         raise ValueError(f"unknown Ascend chip {name!r}; known: {', '.join(list_chips())} "
-                         f"(aliases: Ascend950, Ascend910_95)")
+                         f"(aliases: Ascend950PR, Ascend950, Ascend910_95 = Ascend910_9599)")
     return CHIPS[key]
 
 

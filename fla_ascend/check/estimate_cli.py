@@ -1,0 +1,359 @@
+"""``fla-ascend estimate``: static NPU time estimates per kernel from the compiled plan, ours beside
+flash-linear-attention 0.6.0's NPU kernels; terminal (rich), JSON, Markdown and PNG reports."""
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+import time
+
+STAGES = [  # (regex on the kernel name, stage) in order of precedence
+    (r"cumsum", "gate cumsum"),
+    (r"gva|group_sum", "GVA group sum"),
+    (r"dv_local", "dv local"),
+    (r"dqkwg|dg_bwd", "dq dk dw dg"),
+    (r"bwd_dh|dhu|h_bwd|delta_h_bwd", "state dh"),
+    (r"wy_bwd|wy_repr_bwd|prepare_wy", "WY bwd"),
+    (r"kkt|solve_tril|inverse|wy_fwd|recompute_w_u|fwd_intra", "WY fwd (kkt, inverse, w u)"),
+    (r"fwd_h|h_fwd", "state h"),
+    (r"fwd_o|o_fwd|chunk_o", "output o"),
+    (r"states", "conv states"),
+    (r"silu|_add_kernel", "conv activation / add"),
+    (r"dwdb|dh0", "conv dweight / dbias / dh0"),
+    (r"conv1d.*bwd|bwd.*conv1d|bwd_dx|bwd_seq", "conv bwd"),
+    (r"conv1d", "conv fwd"),
+    (r"recurrent", "recurrent step"),
+    (r"l2norm|l2_norm", "l2norm"),
+    (r"norm", "norm"),
+]
+
+
+def stage_of(kernel: str) -> str:
+    """The logical stage a kernel belongs to (by name), for side-by-side rows."""
+    for pat, name in STAGES:
+        if re.search(pat, kernel):
+            return name
+    return kernel
+
+
+def _stage_table(op_est: dict) -> dict:
+    out: dict = {}
+    for la in op_est["launches"]:
+        key = f"{la['direction']}: {stage_of(la['kernel'])}"
+        e = out.setdefault(key, {"time_us": 0.0, "bounds": {}, "launches": 0, "syncs": 0.0, "failed": []})
+        e["launches"] += 1
+        if la["ok"]:
+            e["time_us"] += la["time_us"]
+            e["bounds"][la["bound"]] = e["bounds"].get(la["bound"], 0.0) + la["time_us"]
+            e["syncs"] += la["per_core_max"].get("syncs", 0.0)
+        else:
+            e["failed"].append(f"{la['kernel']}: {la['error']}")
+    for e in out.values():
+        e["bound"] = max(e["bounds"], key=e["bounds"].get) if e["bounds"] else "not compiled"
+        if not e["bounds"]:
+            e["time_us"] = None
+    return out
+
+
+def side_by_side(ours: dict, theirs: dict | None) -> list:
+    """Rows ``{stage, ours_us, ours_bound, fla_us, fla_bound, ratio}`` plus totals (fwd, bwd, all)."""
+    a = _stage_table(ours)
+    b = _stage_table(theirs) if theirs else {}
+    rows = []
+    for st in list(a) + [s for s in b if s not in a]:
+        ra, rb = a.get(st), b.get(st)
+        rows.append({"stage": st, "ours_us": ra["time_us"] if ra else None, "ours_bound": ra["bound"] if ra else "",
+                     "ours_syncs": ra["syncs"] if ra else None, "ours_failed": ra["failed"] if ra else [],
+                     "fla_us": rb["time_us"] if rb else None, "fla_bound": rb["bound"] if rb else "",
+                     "fla_syncs": rb["syncs"] if rb else None, "fla_failed": rb["failed"] if rb else []})
+    n_fail = {s: sum(len(r[f"{s}_failed"]) for r in rows) for s in ("ours", "fla")}
+    for d in ("fwd", "bwd", None):
+        key = "total" if d is None else f"total {d}"
+        ou = ours["total_us"] if d is None else ours[f"{d}_us"]
+        fu = (theirs["total_us"] if d is None else theirs[f"{d}_us"]) if theirs else None
+        if d and not ou and not fu:
+            continue
+        rows.append({"stage": key, "ours_us": ou, "fla_us": fu,
+                     "ours_bound": f"{n_fail['ours']} not compiled" if n_fail["ours"] and d is None else "",
+                     "fla_bound": f"{n_fail['fla']} not compiled" if n_fail["fla"] and d is None and theirs else ""})
+    for r in rows:
+        r["ratio"] = (r["ours_us"] / r["fla_us"]) if r.get("ours_us") and r.get("fla_us") else None
+    return rows
+
+
+def _fmt(x, nd=1):
+    return "-" if x is None else f"{x:.{nd}f}"
+
+
+def markdown(report: dict) -> str:
+    """The report as Markdown: one side-by-side table per op and shape, then per-launch details."""
+    lines = [f"# NPU time estimates from the compiled plan ({report['chip']}, {report['date']})", "",
+             "Estimates from bishengir-compile's plan, not hardware timings. Times in microseconds; "
+             "ratio = ours / flash-linear-attention 0.6.0 (NPU kernels).", ""]
+    for case in report["cases"]:
+        lines += [f"## {case['op']} {case['shape']}", "", f"`{case['command']}`", ""]
+        if case["ours"].get("error"):
+            lines += [f"ours failed: {case['ours']['error']}", ""]
+        if case.get("fla") and case["fla"].get("error"):
+            lines += [f"flash-linear-attention failed: {case['fla']['error']}", ""]
+        lines += ["| stage | ours us | bound | syncs/core | fla us | bound | syncs/core | ours/fla |",
+                  "|---|---|---|---|---|---|---|---|"]
+        for r in case["rows"]:
+            fails = "; ".join(r.get("ours_failed", []) + r.get("fla_failed", []))
+            lines.append(f"| {r['stage']} | {_fmt(r['ours_us'])} | {r['ours_bound']} | {_fmt(r.get('ours_syncs'), 0)} "
+                         f"| {_fmt(r['fla_us'])} | {r['fla_bound']} | {_fmt(r.get('fla_syncs'), 0)} "
+                         f"| {_fmt(r['ratio'], 2)} |" + (f" not compiled: {fails}" if fails else ""))
+        lines.append("")
+        for side in ("ours", "fla"):
+            est = case.get(side)
+            if not est:
+                continue
+            lines += [f"<details><summary>{side}: launches</summary>", "",
+                      "| dir | kernel | grid | core | us | bound | hbm | cube | vector | scalar | sync | GM MB | "
+                      "MACs (M) | unresolved |", "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+            for la in est["launches"]:
+                if not la["ok"]:
+                    lines.append(f"| {la['direction']} | {la['kernel']} | {la['grid']} | | | not compiled: "
+                                 f"{la['error'][:160]} | | | | | | | | |")
+                    continue
+                t = la["terms_us"]
+                gm = (la["total"]["mte2_bytes"] + la["total"]["mte3_bytes"]) / 1e6
+                macs = sum(la["total"]["macs"].values()) / 1e6
+                lines.append(f"| {la['direction']} | {la['kernel']} | {la['grid']} | {la['core_type']} | "
+                             f"{la['time_us']:.1f} | {la['bound']} | {t['hbm']:.1f} | {t['cube']:.1f} | "
+                             f"{t['vector']:.1f} | {t['scalar']:.1f} | {la['sync_us']:.1f} | {gm:.1f} | {macs:.0f} | "
+                             f"{'; '.join(la['unresolved'])[:120]} |")
+            lines += ["", "</details>", ""]
+    return "\n".join(lines) + "\n"
+
+
+def summary_markdown(reports: list) -> str:
+    """One row per op and shape over several reports: totals, ratio, and where ours loses, the
+    stage that loses most with its bounding resource."""
+    lines = ["| op | shape | ours fwd us | fla fwd us | ours fwd+bwd us | fla fwd+bwd us | ours/fla | "
+             "largest losing stage (ours vs fla us, bound) | fla launches not compiled |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for rep in reports:
+        for case in rep["cases"]:
+            rows = {r["stage"]: r for r in case["rows"]}
+            tot, fwd = rows.get("total", {}), rows.get("total fwd", {})
+            lose = [r for r in case["rows"] if not r["stage"].startswith("total") and r.get("ours_us")
+                    and (r.get("fla_us") or 0) < r["ours_us"]]
+            worst = max(lose, key=lambda r: r["ours_us"] - (r.get("fla_us") or 0), default=None)
+            ws = (f"{worst['stage']} ({worst['ours_us']:.0f} vs {_fmt(worst.get('fla_us'), 0)}, {worst['ours_bound']})"
+                  if worst else "-")
+            nf = sum(len(r.get("fla_failed", [])) for r in case["rows"])
+            lines.append(f"| {case['op']} | {case['shape']} | {_fmt(fwd.get('ours_us'), 0)} | {_fmt(fwd.get('fla_us'), 0)} "
+                         f"| {_fmt(tot.get('ours_us'), 0)} | {_fmt(tot.get('fla_us'), 0)} | {_fmt(tot.get('ratio'), 2)} "
+                         f"| {ws} | {nf or '-'} |")
+    return "\n".join(lines) + "\n"
+
+
+def print_rich(report: dict) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    con = Console()
+    con.print(f"[bold]NPU time estimates from the compiled plan[/] ({report['chip']}): estimates, not hardware "
+              f"timings; ratio = ours / flash-linear-attention 0.6.0")
+    for case in report["cases"]:
+        t = Table(title=f"{case['op']} {case['shape']}")
+        for c in ("stage", "ours us", "bound", "fla us", "bound ", "ours/fla"):
+            t.add_column(c, justify="right" if "us" in c or "/" in c else "left")
+        for r in case["rows"]:
+            t.add_row(r["stage"], _fmt(r["ours_us"]), r["ours_bound"], _fmt(r["fla_us"]), r["fla_bound"],
+                      _fmt(r["ratio"], 2))
+        con.print(t)
+        for side in ("ours", "fla"):
+            est = case.get(side) or {}
+            if est.get("error"):
+                con.print(f"  {side} failed: {est['error']}")
+            for la in est.get("launches", []):
+                if not la["ok"]:
+                    con.print(f"  {side} {la['kernel']}: not compiled: {la['error'][:200]}")
+                elif la["unresolved"]:
+                    con.print(f"  {side} {la['kernel']}: unresolved: {'; '.join(la['unresolved'])[:200]}")
+
+
+def plot_png(report: dict, path: str) -> None:
+    """Stacked bars per stage: for each op and shape, one bar for ours and one for fla."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    cases = report["cases"]
+    fig, axes = plt.subplots(len(cases), 1, figsize=(10, 1.6 + 1.3 * len(cases)), squeeze=False)
+    cmap = plt.get_cmap("tab20")
+    stages = []
+    for case in cases:
+        for r in case["rows"]:
+            if not r["stage"].startswith("total") and r["stage"] not in stages:
+                stages.append(r["stage"])
+    color = {s: cmap(i % 20) for i, s in enumerate(stages)}
+    for ax, case in zip(axes[:, 0], cases):
+        for y, side in enumerate(("ours", "fla")):
+            left = 0.0
+            for r in case["rows"]:
+                v = r[f"{side}_us"]
+                if r["stage"].startswith("total") or not v:
+                    continue
+                ax.barh(y, v, left=left, color=color[r["stage"]], edgecolor="white", linewidth=0.5)
+                left += v
+            ax.text(left, y, f" {left:.0f} us", va="center", fontsize=7)
+        ax.set_yticks([0, 1], ["ours", "fla 0.6.0"], fontsize=8)
+        ax.set_title(f"{case['op']} {case['shape']}", fontsize=9)
+        ax.tick_params(axis="x", labelsize=7)
+    handles = [plt.Rectangle((0, 0), 1, 1, color=color[s]) for s in stages]
+    fig.legend(handles, stages, fontsize=6, ncol=4, loc="lower center")
+    axes[-1, 0].set_xlabel(f"estimated NPU time, us ({report['chip']}; from the compiled plan, not measured)")
+    fig.tight_layout(rect=(0, 0.08 + 0.02 * (len(stages) // 4), 1, 1))
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def _parse_shape(op: str, spec: str) -> list:
+    from fla_ascend.check.estimate import SHAPES
+
+    if spec in ("anchors", "all"):
+        return [(k, v) for k, v in SHAPES[op].items() if k != "small" or spec == "all"]
+    if spec in SHAPES[op]:
+        return [(spec, SHAPES[op][spec])]
+    if "=" in spec:
+        base = dict(next(iter(SHAPES[op].values())))
+        for part in spec.split(","):
+            k, v = part.split("=")
+            if k.strip() not in base:
+                raise ValueError(f"--shape key {k.strip()!r} is not a size of {op} (sizes: {', '.join(base)})")
+            base[k.strip()] = int(v)
+        return [("-".join(f"{k}{v}" for k, v in base.items()), base)]
+    raise ValueError(f"--shape must be one of {', '.join(SHAPES[op])}, 'anchors', 'all' or KEY=VALUE,..., got {spec!r}")
+
+
+def build_parser(p: argparse.ArgumentParser | None = None) -> argparse.ArgumentParser:
+    from fla_ascend.check.estimate import OPS
+
+    p = p or argparse.ArgumentParser(prog="fla-ascend estimate")
+    p.add_argument("op", choices=list(OPS) + ["all", "calibration"],
+                   help="op to estimate (forward and backward launches); 'calibration' estimates the public "
+                        "hardware measurements of flash-linear-attention's NPU kernels and prints the error")
+    p.add_argument("--shape", default="anchors",
+                   help="shape name (see docs/estimate.md), 'anchors' (default), 'all', or KEY=VALUE,... "
+                        "(e.g. B=1,T=4096,H=16,HV=32,K=128,V=128)")
+    p.add_argument("--chip", default="Ascend910B2", help="Ascend SoC (default Ascend910B2)")
+    p.add_argument("--against", choices=["fla"], default=None,
+                   help="also estimate flash-linear-attention 0.6.0's NPU kernels (needs fla importable)")
+    p.add_argument("--json", default=None, metavar="PATH", help="write the full report as JSON")
+    p.add_argument("--markdown", default=None, metavar="PATH", help="write the tables as Markdown")
+    p.add_argument("--png", default=None, metavar="PATH", help="write stacked bars per stage (matplotlib)")
+    p.add_argument("--quiet", action="store_true", help="no per-launch progress lines")
+    return p
+
+
+def collect(args) -> dict:
+    """Run the estimates the arguments ask for; returns the report dict."""
+    from fla_ascend.check.estimate import OPS, estimate_op, fla_available
+    from fla_ascend.check.lower import require_compiler
+    from fla_ascend.tiling.chips import get_chip
+
+    require_compiler()
+    chip = get_chip(args.chip)
+    ops = list(OPS) if args.op == "all" else [args.op]
+    fla_reason = fla_available() if args.against == "fla" else None
+    if args.against == "fla" and fla_reason:
+        raise RuntimeError(fla_reason)
+    log = None if args.quiet else (lambda s: print(s, file=sys.stderr, flush=True))
+    cases = []
+    for op in ops:
+        for name, shape in _parse_shape(op, args.shape):
+            t0 = time.perf_counter()
+            ours = estimate_op(op, name, chip, "ours", shape, log).to_dict()
+            theirs = estimate_op(op, name, chip, "fla", shape, log).to_dict() if args.against == "fla" else None
+            cmd = (f"fla-ascend estimate {op} --shape {name} --chip {chip.name}"
+                   + (" --against fla" if args.against else ""))
+            cases.append({"op": op, "shape": name, "sizes": shape, "command": cmd, "ours": ours, "fla": theirs,
+                          "rows": side_by_side(ours, theirs), "seconds": time.perf_counter() - t0})
+    from fla_ascend.check.estimate import ASSUMPTIONS
+
+    return {"chip": chip.name, "date": time.strftime("%Y-%m-%d"), "cases": cases,
+            "chip_figures": {"hbm_bw": chip.hbm_bw, "clock_mhz": chip.clock_mhz, "cube_cores": chip.cube_cores,
+                             "vector_cores": chip.vector_cores, "cube_macs_per_cycle": chip.cube_macs_per_cycle,
+                             "vector_bytes_per_cycle": chip.vector_bytes_per_cycle, "source": chip.source},
+            "assumptions": {k: {"value": v[0], "what": v[1]} for k, v in ASSUMPTIONS.items()}}
+
+
+def calibration_markdown(rows: list, chip: str) -> str:
+    lines = [f"| measurement | measured us | estimated us | estimate / measured | bounds (us) | source |",
+             "|---|---|---|---|---|---|"]
+    for r in rows:
+        est = _fmt(r["estimated_us"]) if r["estimated_us"] is not None else "not compiled: " + "; ".join(r["failed"])[:200]
+        lines.append(f"| {r['name']} | {r['measured_us']:.0f} | {est} | {_fmt(r['ratio'], 2)} | "
+                     f"{', '.join(f'{k} {v}' for k, v in r['bounds'].items())} | [{r['chip']} case notes]({r['source']}): "
+                     f"{r['note']} |")
+    return "\n".join(lines) + "\n"
+
+
+def _calibration(args) -> int:
+    from fla_ascend.check.estimate import calibrate, fla_available
+    from fla_ascend.check.lower import require_compiler
+
+    require_compiler()
+    reason = fla_available()
+    if reason:
+        raise RuntimeError(reason)
+    log = None if args.quiet else (lambda s: print(s, file=sys.stderr, flush=True))
+    rows = calibrate(args.chip, log)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"chip": args.chip, "calibration": rows}, f, indent=1, default=str)
+    text = calibration_markdown(rows, args.chip)
+    if args.markdown:
+        with open(args.markdown, "w") as f:
+            f.write(text)
+    print(text)
+    return 0
+
+
+def worker_main(argv=None) -> int:
+    args = build_parser().parse_args(argv)
+    if args.op == "calibration":
+        try:
+            return _calibration(args)
+        except (RuntimeError, ValueError) as e:
+            print(f"fla-ascend estimate: {e}", file=sys.stderr)
+            return 2
+    try:
+        report = collect(args)
+    except (RuntimeError, ValueError) as e:
+        print(f"fla-ascend estimate: {e}", file=sys.stderr)
+        return 2
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(report, f, indent=1, default=str)
+    if args.markdown:
+        with open(args.markdown, "w") as f:
+            f.write(markdown(report))
+    if args.png:
+        plot_png(report, args.png)
+    print_rich(report)
+    return 0
+
+
+def register(sub) -> None:
+    p = sub.add_parser("estimate", help="static NPU time estimate per kernel from the compiled plan "
+                                        "(optionally beside flash-linear-attention's NPU kernels)")
+    build_parser(p)
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    from fla_ascend.check.cli import run_worker
+
+    argv = [args.op, "--shape", args.shape, "--chip", args.chip]
+    for flag in ("against", "json", "markdown", "png"):
+        if getattr(args, flag):
+            argv += [f"--{flag}", getattr(args, flag)]
+    if args.quiet:
+        argv.append("--quiet")
+    return run_worker(argv, module="fla_ascend.check.estimate").returncode
