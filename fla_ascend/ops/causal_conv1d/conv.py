@@ -726,6 +726,8 @@ def causal_conv1d(
     output_final_state: bool = False,
     activation: str | None = None,
     cu_seqlens: torch.Tensor | None = None,
+    *,
+    cp_context=None,
     **kwargs,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """Causal depthwise convolution over time, flash-linear-attention's ``causal_conv1d``.
@@ -748,6 +750,10 @@ def causal_conv1d(
         activation: ``None``, ``"silu"`` or ``"swish"`` (the same function).
         cu_seqlens: ``[N + 1]`` int32/int64 boundaries of sequences packed along ``T`` (needs
             ``B == 1``); sequences may be shorter than ``W`` (even empty).
+        cp_context: context parallelism: a :func:`fla_ascend.ops.cp.build_cp_context` context built
+            with ``conv1d_kernel_size=W``; ``x`` is then this rank's ``[1, T_local, D]`` slice, the
+            ``W - 1`` tokens before it come from the other ranks, ``cu_seqlens`` is replaced by the
+            context's local one and ``final_state`` is None (docs/cp.md).
         **kwargs: flash-linear-attention-only arguments (``backend``, ``cu_seqlens_cpu``,
             ``chunk_indices``) are accepted and ignored; any other name raises ``TypeError``.
 
@@ -758,8 +764,15 @@ def causal_conv1d(
         TypeError: non-tensor or non-float arguments, unknown keyword arguments.
         ValueError: wrong shapes, ``D`` or ``W`` mismatches between ``x``, ``weight``, ``bias``,
             ``residual`` and ``initial_state``, unknown activation, invalid ``cu_seqlens`` (including
-            ``B != 1``), tensors on several devices, or more than 2**31 - 1 elements.
+            ``B != 1``), tensors on several devices, or more than 2**31 - 1 elements; with
+            ``cp_context``, ``W`` other than its ``conv1d_kernel_size``.
+        NotImplementedError: with ``cp_context``, ``initial_state`` or ``output_final_state``.
+        Under ``cp_context`` also those of :func:`fla_ascend.ops.cp.context.check_cp_call`.
     """
+    if cp_context is not None:
+        from fla_ascend.ops.cp.context import check_cp_call
+
+        cu_seqlens = check_cp_call("causal_conv1d", cp_context, x, initial_state, output_final_state)
     with op_errors("causal_conv1d"):
         unknown = set(kwargs) - {"backend", "cu_seqlens_cpu", "chunk_indices"}
         if unknown:
@@ -771,6 +784,9 @@ def causal_conv1d(
         if D < 1:
             raise ValueError(f"x must have at least one channel, got D={D} (x shape {tuple(x.shape)})")
         weight, W = _check_weight(weight, D)
+        if cp_context is not None and W != cp_context.conv1d_kernel_size:
+            raise ValueError(f"weight's kernel width W={W} differs from cp_context's conv1d_kernel_size="
+                             f"{cp_context.conv1d_kernel_size} (pass conv1d_kernel_size=W to build_cp_context)")
         activation = _check_activation(activation)
         if bias is not None:
             check_tensor("bias", bias, shape=(D,))
@@ -793,6 +809,10 @@ def causal_conv1d(
         check_int32_offsets("x", B * T * D)
     if x.stride(-1) != 1:
         x = x.contiguous()
+    if cp_context is not None:
+        from fla_ascend.ops.cp.conv import conv_initial_state
+
+        initial_state = conv_initial_state(x, W, cp_context)
     return CausalConv1dFunction.apply(x, weight, bias, residual, initial_state, output_final_state, activation,
                                       cu_seqlens)
 

@@ -157,6 +157,7 @@ def chunk_gated_delta_rule(
     use_qk_l2norm_in_kernel: bool = False,
     cu_seqlens: torch.LongTensor | None = None,
     *,
+    cp_context=None,
     use_gate_in_kernel: bool = False,
     A_log: torch.Tensor | None = None,
     dt_bias: torch.Tensor | None = None,
@@ -181,6 +182,9 @@ def chunk_gated_delta_rule(
         use_qk_l2norm_in_kernel: L2-normalise q and k over ``K`` first (eps 1e-6).
         cu_seqlens: ``[N + 1]`` int boundaries of sequences packed along T (requires ``B == 1``);
             empty sequences allowed.
+        cp_context: context parallelism: a :func:`fla_ascend.ops.cp.build_cp_context` context; the
+            inputs are then this rank's ``[1, T_local, ...]`` slice, ``cu_seqlens`` is replaced by
+            the context's local one, and ``final_state`` is None (docs/cp.md).
         use_gate_in_kernel: compute ``g = -exp(A_log) * softplus(g + dt_bias)`` fused with the
             chunk cumsum (Qwen3-Next's GatedDeltaNet gate).
         A_log, dt_bias: ``[HV]``; ``A_log`` required with ``use_gate_in_kernel``, ``dt_bias`` optional;
@@ -198,8 +202,13 @@ def chunk_gated_delta_rule(
             different devices, ``chunk_size`` not in {16, 32, 64}, ``A_log`` missing with
             ``use_gate_in_kernel``.
         NotImplementedError: from the backward, on a CUDA GPU, when ``K`` or ``V`` is below
-            :data:`CUDA_MIN_BWD_HEAD_DIM`.
+            :data:`CUDA_MIN_BWD_HEAD_DIM`; with ``cp_context``, ``initial_state`` or ``output_final_state``.
+        Under ``cp_context`` also those of :func:`fla_ascend.ops.cp.context.check_cp_call`.
     """
+    if cp_context is not None:
+        from fla_ascend.ops.cp.context import check_cp_call
+
+        cu_seqlens = check_cp_call("chunk_gated_delta_rule", cp_context, q, initial_state, output_final_state)
     x: GatedDeltaRuleInputs = validate_inputs(
         "chunk_gated_delta_rule", q, k, v, g, beta, scale, initial_state, cu_seqlens,
         use_gate_in_kernel, A_log, dt_bias, output_final_state,
@@ -219,6 +228,11 @@ def chunk_gated_delta_rule(
     grad_needed = torch.is_grad_enabled() and any(
         t is not None and t.requires_grad for t in (x.q, x.k, x.v, x.g, x.beta, x.initial_state, x.A_log, x.dt_bias)
     )
+    if cp_context is not None:
+        from fla_ascend.ops.cp.gated_delta_rule import ChunkGatedDeltaRuleCPFunction
+
+        return ChunkGatedDeltaRuleCPFunction.apply(x.q, x.k, x.v, x.g, x.beta, x.scale, x.A_log, x.dt_bias,
+                                                   chunk_size, cp_context, grad_needed), None
     return ChunkGatedDeltaRuleFunction.apply(
         x.q, x.k, x.v, x.g, x.beta, x.scale, x.initial_state, output_final_state, x.cu_seqlens,
         x.A_log, x.dt_bias, chunk_size, grad_needed,
