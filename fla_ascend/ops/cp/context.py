@@ -232,20 +232,23 @@ def build_cp_context(
     if not isinstance(host, torch.Tensor) or host.dim() != 1 or host.numel() < 2:
         raise ValueError(f"{name}: cu_seqlens must be a 1-D tensor with N + 1 >= 2 entries, got "
                          f"{type(host).__name__ if not isinstance(host, torch.Tensor) else tuple(host.shape)}")
+    if host.dtype not in (torch.int32, torch.int64):
+        raise TypeError(f"{name}: cu_seqlens must have an integer dtype (int32 or int64), got {host.dtype}")
+    world, rank = dist.get_world_size(group), dist.get_rank(group)
+    cu = host.detach().cpu().to(torch.int64)
+    # first, so that every rank raises the same error (a rank raising alone would leave the others in a collective)
+    _check_same_across_ranks(cu, group, world, comm_device(group, cu_seqlens.device))
     T = int(host[-1])
     try:
         check_cu_seqlens(host, 1, T)
     except (TypeError, ValueError) as e:
         raise type(e)(f"{name}: {e}") from None
-    world, rank = dist.get_world_size(group), dist.get_rank(group)
     per_rank = 1 if layout == "contiguous" else 2
     n_parts = world * per_rank
     if T < n_parts or T % n_parts:
         raise ValueError(f"{name}: the global T (cu_seqlens[-1]) must be a positive multiple of the number of parts "
                          f"({n_parts}: {'world' if per_rank == 1 else '2 * world'} with world={world}, "
                          f"layout={layout!r}), got T={T}")
-    cu = host.detach().cpu().to(torch.int64)
-    _check_same_across_ranks(cu, group, world, comm_device(group, cu_seqlens.device))
     part_len = T // n_parts
     slots = [rank] if layout == "contiguous" else [rank, 2 * world - 1 - rank]
     cu_list = cu.tolist()
