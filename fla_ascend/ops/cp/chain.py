@@ -144,7 +144,7 @@ def part_maps(k, v, g, beta, A_log, dt_bias, chunk_size: int, need_A: bool):
     if not need_A:
         return torch.zeros(HV, K, K, dtype=torch.float32, device=k.device), b[0]
     eye = torch.eye(K, dtype=torch.float32, device=k.device).expand(1, HV, K, K).contiguous()
-    u0 = torch.zeros(1, k.shape[1], HV, K, dtype=u.dtype, device=k.device)
+    u0 = torch.zeros(1, k.shape[1], HV, K, dtype=w.dtype, device=k.device)
     _, _, A = chunk_fwd_h(k, w, u0, g_cum, chunk_size, n_chunks, 1, eye, True)
     return A[0], b[0]
 
