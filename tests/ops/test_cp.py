@@ -64,11 +64,13 @@ def _run(case: dict, inputs: dict, cp):
     return o.detach(), {n: t.grad for n, t in leaves.items()}
 
 
-def _worker(rank: int, world: int, store: str, cases: list[dict], results: str) -> None:
+def _worker(rank: int, world: int, store: str, cases: list[dict], results: str, misuse: bool) -> None:
     # a rank left alone in a collective fails the test in a minute instead of gloo's 30
     dist.init_process_group("gloo", init_method=f"file://{store}", rank=rank, world_size=world,
                             timeout=timedelta(seconds=60))
     try:
+        if misuse:
+            torch.save(_misuse_errors(rank, world), f"{results}.errors.{rank}")
         out = []
         for case in cases:
             full = case["inputs"]
@@ -88,15 +90,12 @@ def _worker(rank: int, world: int, store: str, cases: list[dict], results: str) 
         dist.destroy_process_group()
 
 
-def spawn(fn, world: int, tmp_path, *args) -> None:
-    mp.spawn(fn, args=(world, str(tmp_path / "store"), *args), nprocs=world, join=True)
-
-
-def run_cp(cases: list[dict], world: int, tmp_path) -> list:
+def run_cp(cases: list[dict], world: int, tmp_path, misuse: bool = False) -> list:
     """Spawn ``world`` gloo ranks over ``cases``; returns per case ``(o, grads)`` reassembled, parameter
-    gradients summed over ranks."""
+    gradients summed over ranks. With ``misuse`` the ranks first run :func:`_misuse_errors`, whose
+    per-rank lists of failures are then under ``tmp_path / "res.errors.<rank>"``."""
     results = str(tmp_path / "res")
-    spawn(_worker, world, tmp_path, cases, results)
+    mp.spawn(_worker, args=(world, str(tmp_path / "store"), cases, results, misuse), nprocs=world, join=True)
     per_rank = [torch.load(f"{results}.{r}") for r in range(world)]
     out = []
     for i, case in enumerate(cases):
@@ -143,17 +142,27 @@ def check(cases: list[dict], results: list) -> None:
             assert err <= limits[name], f"{what}: {name} rel-RMSE {err:.2e} > {limits[name]}"
 
 
-def test_cp_two_ranks(tmp_path):
+TWO_RANK_CASES = [
+    gdn_case(64, [0, 5, 47, 64], "contiguous", H=1, HV=2, gate=True, l2norm=True, rerun=True),
+    gdn_case(64, [0, 3, 45, 48, 64], "zigzag"),
+    conv_case(64, [0, 5, 47, 64], "contiguous", W=4, rerun=True),
+    conv_case(64, [0, 15, 16, 33, 64], "zigzag", W=2, residual=False, activation=None),
+]
+
+
+@pytest.fixture(scope="module")
+def two_ranks(tmp_path_factory):
+    """One 2-rank spawn for the numerical cases and the misuse checks (process start-up is most of a
+    spawn's cost): ``(results, folder of the misuse reports)``."""
+    tmp = tmp_path_factory.mktemp("cp2")
+    return run_cp(TWO_RANK_CASES, 2, tmp, misuse=True), tmp
+
+
+def test_cp_two_ranks(two_ranks):
     """2 ranks, both layouts: a sequence spanning both ranks (and both zigzag boundaries), sequences shorter
     than a part, a part holding only whole sequences; GVA, gates and l2norm in the kernel; conv W 2 and 4.
     The first GDN and conv cases also check that two backward runs are bit-identical."""
-    cases = [
-        gdn_case(64, [0, 5, 47, 64], "contiguous", H=1, HV=2, gate=True, l2norm=True, rerun=True),
-        gdn_case(64, [0, 3, 45, 48, 64], "zigzag"),
-        conv_case(64, [0, 5, 47, 64], "contiguous", W=4, rerun=True),
-        conv_case(64, [0, 15, 16, 33, 64], "zigzag", W=2, residual=False, activation=None),
-    ]
-    check(cases, run_cp(cases, 2, tmp_path))
+    check(TWO_RANK_CASES, two_ranks[0])
 
 
 def test_cp_four_ranks(tmp_path):
@@ -192,53 +201,47 @@ def _expect(errors: list, exc: type, text: str, fn) -> None:
         errors.append(f"expected {exc.__name__} ({text!r}), nothing raised")
 
 
-def _errors_worker(rank: int, world: int, store: str, results: str) -> None:
-    dist.init_process_group("gloo", init_method=f"file://{store}", rank=rank, world_size=world,
-                            timeout=timedelta(seconds=60))
-    try:
-        group, errors = dist.group.WORLD, []
-        cu = torch.tensor([0, 5, 16], dtype=torch.int32)
-        _expect(errors, ValueError, "ranks [1] differ",
-                lambda: build_cp_context(torch.tensor([0, 3 + rank, 16]), group))
-        _expect(errors, ValueError, "ranks [1] differ",
-                lambda: build_cp_context(torch.tensor([0, 16] if rank == 0 else [0, 8, 16]), group))
-        _expect(errors, ValueError, "multiple of the number of parts (2",
-                lambda: build_cp_context(torch.tensor([0, 15]), group))
-        _expect(errors, ValueError, "multiple of the number of parts (4",
-                lambda: build_cp_context(torch.tensor([0, 6]), group, layout="zigzag"))
-        _expect(errors, ValueError, "layout must be one of",
-                lambda: build_cp_context(cu, group, layout="ring"))
-        _expect(errors, ValueError, "conv1d_kernel_size must be in",
-                lambda: build_cp_context(cu, group, conv1d_kernel_size=0))
-        cp = build_cp_context(cu, group, conv1d_kernel_size=4)
-        x, w = torch.randn(1, 8, 4), torch.randn(4, 2)
-        _expect(errors, ValueError, "kernel width W=2 differs from cp_context's conv1d_kernel_size=4",
-                lambda: causal_conv1d(x, w, cp_context=cp))
-        _expect(errors, ValueError, "conv1d_kernel_size=None",
-                lambda: causal_conv1d(x, w, cp_context=build_cp_context(cu, group)))
-        _expect(errors, ValueError, "must hold T=8",
-                lambda: causal_conv1d(torch.randn(1, 16, 4), torch.randn(4, 4), cp_context=cp))
-        _expect(errors, NotImplementedError, "initial_state",
-                lambda: causal_conv1d(x, torch.randn(4, 4), initial_state=torch.zeros(2, 4, 4), cp_context=cp))
-        _expect(errors, TypeError, "cp_context must be an FLACPContext",
-                lambda: causal_conv1d(x, torch.randn(4, 4), cp_context={"group": group}))
-        q = torch.randn(1, 8, 1, 16)
-        g, beta = torch.zeros(1, 8, 1), torch.ones(1, 8, 1)
-        _expect(errors, NotImplementedError, "output_final_state",
-                lambda: chunk_gated_delta_rule(q, q, q, g, beta, output_final_state=True, cp_context=cp))
-        # a context of a one-rank group for inputs sliced over the two ranks: the group size does not match
-        solo = [dist.new_group([r]) for r in range(world)][rank]
-        cp1 = build_cp_context(cu, solo)
-        _expect(errors, ValueError, "must hold T=16 tokens (1 part(s) of 16",
-                lambda: chunk_gated_delta_rule(q, q, q, g, beta, cp_context=cp1))
-        torch.save(errors, f"{results}.{rank}")
-    finally:
-        dist.destroy_process_group()
+def _misuse_errors(rank: int, world: int) -> list[str]:
+    """Run each misuse on this rank; returns what did not raise as expected."""
+    group, errors = dist.group.WORLD, []
+    cu = torch.tensor([0, 5, 16], dtype=torch.int32)
+    _expect(errors, ValueError, "ranks [1] differ",
+            lambda: build_cp_context(torch.tensor([0, 3 + rank, 16]), group))
+    _expect(errors, ValueError, "ranks [1] differ",
+            lambda: build_cp_context(torch.tensor([0, 16] if rank == 0 else [0, 8, 16]), group))
+    _expect(errors, ValueError, "multiple of the number of parts (2",
+            lambda: build_cp_context(torch.tensor([0, 15]), group))
+    _expect(errors, ValueError, "multiple of the number of parts (4",
+            lambda: build_cp_context(torch.tensor([0, 6]), group, layout="zigzag"))
+    _expect(errors, ValueError, "layout must be one of",
+            lambda: build_cp_context(cu, group, layout="ring"))
+    _expect(errors, ValueError, "conv1d_kernel_size must be in",
+            lambda: build_cp_context(cu, group, conv1d_kernel_size=0))
+    cp = build_cp_context(cu, group, conv1d_kernel_size=4)
+    x, w = torch.randn(1, 8, 4), torch.randn(4, 2)
+    _expect(errors, ValueError, "kernel width W=2 differs from cp_context's conv1d_kernel_size=4",
+            lambda: causal_conv1d(x, w, cp_context=cp))
+    _expect(errors, ValueError, "conv1d_kernel_size=None",
+            lambda: causal_conv1d(x, w, cp_context=build_cp_context(cu, group)))
+    _expect(errors, ValueError, "must hold T=8",
+            lambda: causal_conv1d(torch.randn(1, 16, 4), torch.randn(4, 4), cp_context=cp))
+    _expect(errors, NotImplementedError, "initial_state",
+            lambda: causal_conv1d(x, torch.randn(4, 4), initial_state=torch.zeros(2, 4, 4), cp_context=cp))
+    _expect(errors, TypeError, "cp_context must be an FLACPContext",
+            lambda: causal_conv1d(x, torch.randn(4, 4), cp_context={"group": group}))
+    q = torch.randn(1, 8, 1, 16)
+    g, beta = torch.zeros(1, 8, 1), torch.ones(1, 8, 1)
+    _expect(errors, NotImplementedError, "output_final_state",
+            lambda: chunk_gated_delta_rule(q, q, q, g, beta, output_final_state=True, cp_context=cp))
+    # a context of a one-rank group for inputs sliced over the two ranks: the group size does not match
+    solo = [dist.new_group([r]) for r in range(world)][rank]
+    cp1 = build_cp_context(cu, solo)
+    _expect(errors, ValueError, "must hold T=16 tokens (1 part(s) of 16",
+            lambda: chunk_gated_delta_rule(q, q, q, g, beta, cp_context=cp1))
+    return errors
 
 
-def test_cp_wrong_context_raises(tmp_path):
+def test_cp_wrong_context_raises(two_ranks):
     """Misuse raises a clear error on every rank (no rank left hanging in a collective)."""
-    results = str(tmp_path / "err")
-    spawn(_errors_worker, 2, tmp_path, results)
-    errors = {r: torch.load(f"{results}.{r}") for r in range(2)}
+    errors = {r: torch.load(two_ranks[1] / f"res.errors.{r}") for r in range(2)}
     assert errors == {0: [], 1: []}, errors

@@ -31,8 +31,7 @@ from fla_ascend.tiling.sizes import cdiv
 @triton.jit
 def _affine_step_task(
     i_task, A, h, b, out, K: tl.constexpr, V: tl.constexpr,
-    BK: tl.constexpr, BKJ: tl.constexpr, BV: tl.constexpr,
-    TRANSPOSE: tl.constexpr, HAS_H: tl.constexpr, DOT_PRECISION: tl.constexpr,
+    BK: tl.constexpr, BKJ: tl.constexpr, BV: tl.constexpr, TRANSPOSE: tl.constexpr, DOT_PRECISION: tl.constexpr,
 ):
     NK = tl.cdiv(K, BK)
     NV = tl.cdiv(V, BV)
@@ -46,18 +45,19 @@ def _affine_step_task(
     base_a = tl.cast(i_hv, tl.int64) * K * K
     base_h = tl.cast(i_hv, tl.int64) * K * V
     p_out = o_k[:, None] * V + o_v[None, :]
-    b_acc = tl.load(b + base_h + p_out, mask=m_k[:, None] & m_v[None, :], other=0.0).to(tl.float32)  # [BK, BV]
-    if HAS_H:
-        for j0 in range(0, K, BKJ):
-            o_j = j0 + tl.arange(0, BKJ)
-            m_j = o_j < K
-            if TRANSPOSE:  # (A^T)[k, j] = A[j, k]
-                p_a = o_j[None, :] * K + o_k[:, None]
-            else:
-                p_a = o_k[:, None] * K + o_j[None, :]
-            b_a = tl.load(A + base_a + p_a, mask=m_k[:, None] & m_j[None, :], other=0.0)  # [BK, BKJ]
-            b_h = tl.load(h + base_h + o_j[:, None] * V + o_v[None, :], mask=m_j[:, None] & m_v[None, :],
-                          other=0.0)  # [BKJ, BV]
+    b_acc = tl.load(b + base_h + p_out, mask=m_k[:, None] & m_v[None, :], other=0.0)  # [BK, BV]
+    for j0 in range(0, K, BKJ):
+        o_j = j0 + tl.arange(0, BKJ)
+        m_j = o_j < K
+        b_h = tl.load(h + base_h + o_j[:, None] * V + o_v[None, :], mask=m_j[:, None] & m_v[None, :],
+                      other=0.0)  # [BKJ, BV]
+        if TRANSPOSE:  # (A^T)[k, j] = A[j, k]: load rows j (contiguous along k), transpose on chip
+            b_at = tl.load(A + base_a + o_j[:, None] * K + o_k[None, :], mask=m_j[:, None] & m_k[None, :],
+                           other=0.0)  # [BKJ, BK]
+            b_acc += wy_dot(tl.trans(b_at), b_h, tl.float32, DOT_PRECISION)
+        else:
+            b_a = tl.load(A + base_a + o_k[:, None] * K + o_j[None, :], mask=m_k[:, None] & m_j[None, :],
+                          other=0.0)  # [BK, BKJ]
             b_acc += wy_dot(b_a, b_h, tl.float32, DOT_PRECISION)
     tl.store(out + base_h + p_out, b_acc, mask=m_k[:, None] & m_v[None, :])
 
@@ -66,13 +66,13 @@ def _affine_step_task(
 def affine_step_kernel(
     A, h, b, out, n_tasks, n_programs, K: tl.constexpr, V: tl.constexpr,
     BK: tl.constexpr, BKJ: tl.constexpr, BV: tl.constexpr,
-    TRANSPOSE: tl.constexpr, HAS_H: tl.constexpr, DOT_PRECISION: tl.constexpr, TASK_LOOP: tl.constexpr,
+    TRANSPOSE: tl.constexpr, DOT_PRECISION: tl.constexpr, TASK_LOOP: tl.constexpr,
 ):
     if TASK_LOOP:
         for i_task in tl.range(tl.program_id(0), n_tasks, n_programs):
-            _affine_step_task(i_task, A, h, b, out, K, V, BK, BKJ, BV, TRANSPOSE, HAS_H, DOT_PRECISION)
+            _affine_step_task(i_task, A, h, b, out, K, V, BK, BKJ, BV, TRANSPOSE, DOT_PRECISION)
     else:
-        _affine_step_task(tl.program_id(0), A, h, b, out, K, V, BK, BKJ, BV, TRANSPOSE, HAS_H, DOT_PRECISION)
+        _affine_step_task(tl.program_id(0), A, h, b, out, K, V, BK, BKJ, BV, TRANSPOSE, DOT_PRECISION)
 
 
 def chain_dot_precision() -> str:
@@ -82,13 +82,12 @@ def chain_dot_precision() -> str:
     return "tf32x3" if backend.is_cuda_compiled() else "ieee"
 
 
-def affine_step(A: torch.Tensor, h: torch.Tensor | None, b: torch.Tensor, transpose: bool = False) -> torch.Tensor:
+def affine_step(A: torch.Tensor, h: torch.Tensor, b: torch.Tensor, transpose: bool = False) -> torch.Tensor:
     """One link of the chain: ``A h + b`` (``A^T h + b`` with ``transpose``) per value head, in fp32.
 
     Args:
         A: ``[HV, K, K]`` float32 contiguous.
-        h: ``[HV, K, V]`` float32 contiguous, or ``None`` (then the result is ``b``'s fp32 copy).
-        b: ``[HV, K, V]`` float32 contiguous.
+        h, b: ``[HV, K, V]`` float32 contiguous.
         transpose: apply ``A^T`` (the state-gradient direction).
 
     Returns:
@@ -100,24 +99,28 @@ def affine_step(A: torch.Tensor, h: torch.Tensor | None, b: torch.Tensor, transp
     n_tasks = HV * cdiv(K, BK) * cdiv(V, BV)
     plan = task_plan(n_tasks, "cube")
     affine_step_kernel[plan.grid](
-        A=A, h=h if h is not None else b, b=b, out=out, n_tasks=n_tasks, n_programs=plan.n_programs,
-        K=K, V=V, BK=BK, BKJ=BK, BV=BV, TRANSPOSE=transpose, HAS_H=h is not None,
-        DOT_PRECISION=chain_dot_precision(), TASK_LOOP=plan.task_loop,
+        A=A, h=h, b=b, out=out, n_tasks=n_tasks, n_programs=plan.n_programs,
+        K=K, V=V, BK=BK, BKJ=BK, BV=BV, TRANSPOSE=transpose, DOT_PRECISION=chain_dot_precision(),
+        TASK_LOOP=plan.task_loop,
     )
     return out
 
 
 def compose(maps_A: torch.Tensor, maps_b: torch.Tensor, slots: range, transpose: bool = False) -> torch.Tensor:
     """Fold the chain over ``slots`` in their order: ``h = 0; h = op(A_s) h + b_s`` for each slot ``s``
-    (``op`` the transpose with ``transpose``). One :func:`affine_step` launch per slot: the chain
-    has at most ``n_parts - 1`` links, one per part boundary a sequence crosses.
+    (``op`` the transpose with ``transpose``): the first link is ``b`` itself, then one
+    :func:`affine_step` launch per further slot. A chain has at most ``n_parts - 1`` links, one per
+    part boundary a sequence crosses.
 
     Args:
         maps_A: ``[n_parts, HV, K, K]`` fp32; maps_b: ``[n_parts, HV, K, V]`` fp32.
         slots: non-empty range of slot indices.
+
+    Returns:
+        ``[HV, K, V]`` float32.
     """
-    h = None
-    for s in slots:
+    h = maps_b[slots[0]].clone()
+    for s in slots[1:]:
         h = affine_step(maps_A[s], h, maps_b[s], transpose)
     return h
 
