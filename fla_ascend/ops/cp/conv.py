@@ -59,7 +59,8 @@ class HaloExchange(torch.autograd.Function):
         d_all = gather_parts(dhalo.float(), cp).flatten(0, 1)  # [n_parts * (W - 1), D]
         src_all = _halo_sources(cp, W, range(cp.n_parts)).flatten()  # [n_parts * (W - 1)]
         mine = torch.tensor([p.slot * L + i for p in cp.parts for i in range(L)])  # my tails' stream indices
-        route = (src_all[None, :] == mine[:, None]).to(device=dev, dtype=torch.float32)  # [parts * L, n_parts * (W - 1)]
+        # [parts * L, n_parts * (W - 1)]: which gathered halo position came from which of my tokens
+        route = (src_all[None, :] == mine[:, None]).to(device=dev, dtype=torch.float32)
         dtails = (route @ d_all).view(len(cp.parts), L, -1).to(dhalo.dtype)
         return dtails, None, None
 
