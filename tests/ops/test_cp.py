@@ -2,7 +2,8 @@
 the gloo backend under the Triton interpreter. Each rank runs its slice of a packed batch; the
 parent reassembles ``o`` and every gradient and compares them with the single-process op on the
 whole batch (relative RMSE, the op tests' limits). Each rank also runs its backward twice and
-checks the two are bit-identical.
+checks the two are bit-identical; the ranks' op modules allocate NaN-filled tensors (as under the
+``nan_empty`` fixture), so a region left unwritten shows.
 
 One spawn per test runs several cases (process start-up dominates at these sizes).
 """
@@ -19,7 +20,7 @@ from fla_ascend.ops import causal_conv1d, chunk_gated_delta_rule
 from fla_ascend.ops.cp import build_cp_context
 from fla_ascend.ops.utils import rel_rmse
 
-from helpers import make_inputs
+from helpers import make_inputs, poison_for_process
 
 GDN_RATIO = {"o": 0.005, "q": 0.008, "k": 0.008, "v": 0.008, "g": 0.02, "beta": 0.02, "A_log": 0.02,
              "dt_bias": 0.02}
@@ -68,6 +69,7 @@ def _worker(rank: int, world: int, store: str, cases: list[dict], results: str, 
     # a rank left alone in a collective fails the test in a minute instead of gloo's 30
     dist.init_process_group("gloo", init_method=f"file://{store}", rank=rank, world_size=world,
                             timeout=timedelta(seconds=60))
+    poison_for_process()  # NaN-filled allocations in the op modules (the nan_empty fixture's)
     try:
         if misuse:
             torch.save(_misuse_errors(rank, world), f"{results}.errors.{rank}")

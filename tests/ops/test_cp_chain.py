@@ -18,7 +18,7 @@ from fla_ascend.ops.cp.chain import compose, part_maps, part_state_grad
 from fla_ascend.ops.gated_delta_rule.reference import naive_recurrent_gated_delta_rule
 from fla_ascend.ops.norm import l2norm
 
-from helpers import assert_close, make_inputs
+from helpers import assert_close, make_inputs, nan_empty  # noqa: F401  (nan_empty: a fixture)
 
 RATIO = {"A": 0.005, "b": 0.005, "c": 0.008}
 """The op tests' limits: the maps are final states (0.005), ``c`` an initial-state gradient (0.008)."""
@@ -63,7 +63,7 @@ def _check_maps(L, H, HV, K, V, dtype, device, gate, chunk_size):
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16], ids=str)
 @pytest.mark.parametrize("gate", [False, True], ids=["g", "gate_in_kernel"])
-def test_part_maps_cpu(dtype, gate, device):
+def test_part_maps_cpu(dtype, gate, device, nan_empty):
     """40 tokens in chunks of 16 (a partial last chunk), GVA, V != K (catches a transposed map)."""
     _check_maps(40, 1, 2, 16, 32, dtype, device, gate, 16)
 
@@ -80,7 +80,7 @@ def _check_compose(S, HV, K, V, device, ratio):
         assert_close(f"compose transpose={transpose}", ref.float(), compose(A, b, slots, transpose), ratio)
 
 
-def test_compose_cpu(device):
+def test_compose_cpu(device, nan_empty):
     """Three links, both directions, K over two 64-row blocks and not a power of two."""
     _check_compose(3, 2, 80, 24, device, 1e-5)  # fp32 dots are exact here (ieee)
 
@@ -88,13 +88,13 @@ def test_compose_cpu(device):
 @pytest.mark.gpu
 @pytest.mark.parametrize("gate", [False, True], ids=["g", "gate_in_kernel"])
 @pytest.mark.parametrize("L", [1000, 4096])
-def test_part_maps_gpu_bf16(L, gate, device):
+def test_part_maps_gpu_bf16(L, gate, device, nan_empty):
     """Qwen3-Next's head sizes (K = V = 128, GVA 2:1), one segment of ``L`` tokens in chunks of 64."""
     _check_maps(L, 2, 4, 128, 128, torch.bfloat16, device, gate, 64)
 
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("K,V", [(128, 128), (256, 256), (100, 72)])
-def test_compose_gpu(K, V, device):
+def test_compose_gpu(K, V, device, nan_empty):
     """The fold in fp32 (tf32x3 dots on CUDA) over 15 links, as a rank of a 16-part chain composes."""
     _check_compose(15, 8, K, V, device, 1e-4)
