@@ -22,6 +22,13 @@ from helpers import assert_close, make_inputs, nan_empty  # noqa: F401  (nan_emp
 
 RATIO = {"A": 0.005, "b": 0.005, "c": 0.008}
 """The op tests' limits: the maps are final states (0.005), ``c`` an initial-state gradient (0.008)."""
+BF16_A_RATIO = 0.02
+"""``A``'s limit in bf16. ``A`` goes through the op's own stages, as a start state does on one device:
+``w`` stored in bf16 and the state rounded to bf16 for each chunk's dot, so its error grows with the
+number of chunks, and nothing (no ``b``) dominates it. A torch emulation of those roundings (one head,
+K = 128, 4096 tokens in chunks of 64, decay exp(-1.5) over the segment; 2026-12-01) gave 0.0107 against
+fp32 (0.0061 with the state kept in tf32, 0.0014 with ``w`` too): limit 0.02. Its effect on the
+state the chain passes on is ``|A| |h_in|`` against ``|b|`` (there ``|A|`` was 5e-5, the identity's 11)."""
 
 
 def _maps_ref(x: dict, scale: float, do: torch.Tensor):
@@ -39,7 +46,7 @@ def _maps_ref(x: dict, scale: float, do: torch.Tensor):
     return A[0], b[0], c[0]
 
 
-def _check_maps(L, H, HV, K, V, dtype, device, gate, chunk_size):
+def _check_maps(L, H, HV, K, V, dtype, device, gate, chunk_size, ratio_A=RATIO["A"]):
     x = make_inputs(1, L, H, HV, K, V, dtype, device, h0=False, gate_in_kernel=gate, seed=3)
     # a decay of about exp(-1.5) over the whole segment: with the inputs' usual gates A (the segment's
     # whole decay) falls below fp32's range at these lengths and would compare 0 with 0
@@ -54,7 +61,7 @@ def _check_maps(L, H, HV, K, V, dtype, device, gate, chunk_size):
     A, b = part_maps(x["k"], x["v"], x["g"], x["beta"], A_log, dt_bias, chunk_size, need_A=True)
     c = part_state_grad(x["q"], x["k"], x["v"], x["g"], x["beta"], A_log, dt_bias, scale, do, chunk_size)
     A_ref, b_ref, c_ref = _maps_ref(dict(x, A_log=A_log, dt_bias=dt_bias), scale, do)
-    assert_close("A", A_ref, A, RATIO["A"])
+    assert_close("A", A_ref, A, ratio_A)
     assert_close("b", b_ref, b, RATIO["b"])
     assert_close("c", c_ref, c, RATIO["c"])
     A0, b0 = part_maps(x["k"], x["v"], x["g"], x["beta"], A_log, dt_bias, chunk_size, need_A=False)
@@ -90,7 +97,7 @@ def test_compose_cpu(device, nan_empty):
 @pytest.mark.parametrize("L", [1000, 4096])
 def test_part_maps_gpu_bf16(L, gate, device, nan_empty):
     """Qwen3-Next's head sizes (K = V = 128, GVA 2:1), one segment of ``L`` tokens in chunks of 64."""
-    _check_maps(L, 2, 4, 128, 128, torch.bfloat16, device, gate, 64)
+    _check_maps(L, 2, 4, 128, 128, torch.bfloat16, device, gate, 64, BF16_A_RATIO)
 
 
 @pytest.mark.gpu
