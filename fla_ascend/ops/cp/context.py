@@ -21,6 +21,8 @@ from dataclasses import dataclass
 import torch
 import torch.distributed as dist
 
+from fla_ascend.ops.cp.comm import comm_device
+
 LAYOUTS = ("contiguous", "zigzag")
 
 
@@ -164,11 +166,6 @@ def _check_same_across_ranks(cu: torch.Tensor, group, world: int, device: torch.
     if differ:
         raise ValueError(f"build_cp_context: cu_seqlens must be the same global boundaries on every rank of the "
                          f"group; ranks {differ} differ from rank 0 (lengths {sizes})")
-
-
-def comm_device(group, like: torch.device) -> torch.device:
-    """Device of the tensors a collective of ``group`` takes: the host for gloo, ``like`` otherwise."""
-    return torch.device("cpu") if dist.get_backend(group) == "gloo" else like
 
 
 def build_cp_context(

@@ -23,48 +23,24 @@ group, as for any parameter under context parallelism).
 from __future__ import annotations
 
 import torch
-import torch.distributed as dist
 
 from fla_ascend.ops.cp.chain import compose, part_maps, part_state_grad
-from fla_ascend.ops.cp.context import FLACPContext, comm_device
+from fla_ascend.ops.cp.comm import gather_parts
 from fla_ascend.ops.gated_delta_rule.chunk import chunk_gated_delta_rule_bwd, chunk_gated_delta_rule_fwd
 from fla_ascend.ops.utils.autograd import kernel_backward
-
-
-def gather_parts(x: torch.Tensor, ctx: FLACPContext) -> torch.Tensor:
-    """``all_gather`` of every rank's per-part tensors ``x`` ``[parts, ...]``, returned in chain (slot)
-    order ``[n_parts, ...]`` on ``x``'s device."""
-    dev = comm_device(ctx.group, x.device)
-    mine = x.to(dev).contiguous()
-    out = [torch.empty_like(mine) for _ in range(ctx.world_size)]
-    dist.all_gather(out, mine, group=ctx.group)
-    by_rank = torch.stack(out).to(x.device)  # [world, parts, ...]
-    if len(ctx.parts) == 1:
-        return by_rank[:, 0]
-    # zigzag: rank r's front is slot r, its back slot 2 * world - 1 - r
-    return torch.cat([by_rank[:, 0], by_rank[:, 1].flip(0)])
-
-
-def _sl(t: torch.Tensor, a: int, b: int) -> torch.Tensor:
-    return t[:, a:b]
-
-
-def _seg(x, a, b):
-    """Inputs ``(k, v, g, beta)`` of local tokens ``[a, b)``."""
-    return _sl(x["k"], a, b), _sl(x["v"], a, b), _sl(x["g"], a, b), _sl(x["beta"], a, b)
 
 
 class ChunkGatedDeltaRuleCPFunction(torch.autograd.Function):
     @staticmethod
     def forward(ctx, q, k, v, g, beta, scale, A_log, dt_bias, chunk_size, cp, grad_needed):
         HV, K, V = v.shape[2], k.shape[3], v.shape[3]
-        x = dict(k=k, v=v, g=g, beta=beta)
         maps = torch.zeros(len(cp.parts), HV, K, K + V, dtype=torch.float32, device=q.device)
         for i, p in enumerate(cp.parts):
             if p.post_num_ranks:
                 end = p.offset + cp.part_len
                 need_A = p.pre_num_ranks > 0 and p.last_seq_start == p.offset
-                A, b = part_maps(*_seg(x, p.last_seq_start, end), A_log, dt_bias, chunk_size, need_A)
+                seg = [t[:, p.last_seq_start:end] for t in (k, v, g, beta)]
+                A, b = part_maps(*seg, A_log, dt_bias, chunk_size, need_A)
                 maps[i, ..., :K], maps[i, ..., K:] = A, b
         gathered = gather_parts(maps, cp)
         maps_A, maps_b = gathered[..., :K].contiguous(), gathered[..., K:].contiguous()
@@ -89,9 +65,8 @@ class ChunkGatedDeltaRuleCPFunction(torch.autograd.Function):
         c = torch.zeros(len(cp.parts), HV, K, V, dtype=torch.float32, device=q.device)
         for i, p in enumerate(cp.parts):
             if p.pre_num_ranks:
-                a, b = p.offset, p.first_seq_end
-                c[i] = part_state_grad(_sl(q, a, b), _sl(k, a, b), _sl(v, a, b), _sl(g, a, b), _sl(beta, a, b),
-                                       A_log, dt_bias, scale, _sl(do, a, b), chunk_size)
+                sq, sk, sv, sg, sb, sdo = (t[:, p.offset:p.first_seq_end] for t in (q, k, v, g, beta, do))
+                c[i] = part_state_grad(sq, sk, sv, sg, sb, A_log, dt_bias, scale, sdo, chunk_size)
         c = gather_parts(c, cp)
         dht = torch.zeros(cp.num_seqs, HV, K, V, dtype=torch.float32, device=q.device)
         for p in cp.parts:
