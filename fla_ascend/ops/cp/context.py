@@ -276,14 +276,14 @@ def check_cp_call(op: str, ctx: object, x: object, initial_state: object = None,
         ValueError: the group's size or this rank's index changed since the context was built; ``B != 1``;
             ``T`` not the context's local length.
     """
+    if not isinstance(ctx, FLACPContext):
+        raise TypeError(f"{op}: cp_context must be an FLACPContext from fla_ascend.ops.cp.build_cp_context, "
+                        f"got {type(ctx).__name__}")
     if initial_state is not None:
         raise NotImplementedError(f"{op}: initial_state is not supported with cp_context (the start states come "
                                   "from the other ranks)")
     if output_final_state:
         raise NotImplementedError(f"{op}: output_final_state is not supported with cp_context")
-    if not isinstance(ctx, FLACPContext):
-        raise TypeError(f"{op}: cp_context must be an FLACPContext from fla_ascend.ops.cp.build_cp_context, "
-                        f"got {type(ctx).__name__}")
     world, rank = dist.get_world_size(ctx.group), dist.get_rank(ctx.group)
     if (world, rank) != (ctx.world_size, ctx.rank):
         raise ValueError(f"{op}: cp_context was built for group size {ctx.world_size} (rank {ctx.rank}), but its "
