@@ -186,6 +186,19 @@ FULL = {id(CHUNK_SCENARIOS): CHUNK_FULL, id(RECURRENT_SCENARIOS): RECURRENT_FULL
 """Representative scenario dict -> its full matrix (``fla-ascend check --full``)."""
 
 
+def _chain(K=128, V=128, transpose=False):
+    def run():
+        from fla_ascend.ops.cp.chain import compose
+
+        A, b = torch.randn(3, 32, K, K), torch.randn(3, 32, K, V)  # fp32 maps of 3 parts, HV = 32
+        compose(A, b, range(3), transpose)
+    return run
+
+
+CHAIN_SCENARIOS = {"K128-V128": _chain(), "K128-V128-transposed": _chain(transpose=True),
+                   "K256-V256": _chain(256, 256)}
+
+
 # ----------------------------------------------------------------------------- kernels
 @dataclass
 class KernelInfo:
@@ -263,6 +276,10 @@ KERNELS: dict[str, KernelInfo] = {
     _M + "causal_conv1d.conv.causal_conv1d_update_kernel": KernelInfo(
         "vector", CONV_UPDATE_SCENARIOS,
         tiles=[Tile(("BD", "BW"), "fp32", "cache"), Tile(("BD", "BW"), "fp32", "weight"), Tile(("BD",), "fp32", "x")]),
+    _M + "cp.chain.affine_step_kernel": KernelInfo(
+        "cube", CHAIN_SCENARIOS,
+        tiles=[Tile(("BK", "BV"), "fp32", "acc (b + A h)", buffered=False), Tile(("BK", "BKJ"), "fp32", "A block"),
+               Tile(("BKJ", "BV"), "fp32", "h block"), Tile(("BK", "BV"), "fp32", "dot result")]),
     _M + "norm.rms_norm_gated.rms_norm_gated_fwd_kernel": KernelInfo(
         "vector", RMS_SCENARIOS, tiles=[Tile(("BM", "BD"), "in", "x"), Tile(("BM", "BD"), "in", "g"),
                                         Tile(("BM", "BD"), "fp32", "y temp")]),

@@ -17,7 +17,7 @@ import torch.nn.functional as F
 from fla_ascend.ops.utils import rel_rmse
 
 __all__ = ["make_inputs", "assert_close", "bf16_input_movement", "bf16_limits", "FEW_FLOOR", "nan_empty",
-           "NAN_FILLED_PACKAGES"]
+           "NAN_FILLED_PACKAGES", "poison_for_process"]
 
 
 def make_inputs(
@@ -192,7 +192,8 @@ def bf16_limits(fn, x: dict, limits: dict) -> tuple[dict, dict]:
 
 # --- NaN-filled allocations ------------------------------------------------------------------
 
-NAN_FILLED_PACKAGES = ("fla_ascend.ops.common", "fla_ascend.ops.gated_delta_rule", "fla_ascend.ops.norm")
+NAN_FILLED_PACKAGES = ("fla_ascend.ops.common", "fla_ascend.ops.gated_delta_rule", "fla_ascend.ops.norm",
+                       "fla_ascend.ops.cp")
 """Modules whose ``torch.empty`` / ``torch.empty_like`` the :func:`nan_empty` fixture fills."""
 
 
@@ -235,6 +236,13 @@ def poisoned_modules() -> list[str]:
         name for name, mod in list(sys.modules.items())
         if mod is not None and name.startswith(NAN_FILLED_PACKAGES) and getattr(mod, "torch", None) is torch
     )
+
+
+def poison_for_process() -> None:
+    """What :func:`nan_empty` does, for the rest of this process (a spawned rank has no fixtures)."""
+    fake = _PoisonedTorch()
+    for name in poisoned_modules():
+        setattr(sys.modules[name], "torch", fake)
 
 
 @pytest.fixture

@@ -59,7 +59,7 @@ def test_chunk_flag_errors(device):
     x.pop("use_gate_in_kernel")
     with pytest.raises(ValueError, match="allow_neg_eigval=True requires use_beta_sigmoid_in_kernel=True"):
         chunk_gated_delta_rule(**x, allow_neg_eigval=True)
-    with pytest.raises(NotImplementedError, match="cp_context"):
+    with pytest.raises(TypeError, match="cp_context must be an FLACPContext"):
         chunk_gated_delta_rule(**x, cp_context=object())
     with pytest.raises(TypeError, match=r"unexpected keyword arguments \['foo'\]"):
         chunk_gated_delta_rule(**x, foo=1)
@@ -205,7 +205,7 @@ def test_conv_refusals(device):
             causal_conv1d(x, w, backend=backend)
     with pytest.raises(ValueError, match="backend must be one of"):
         causal_conv1d(x, w, backend="tpu")
-    with pytest.raises(NotImplementedError, match="cp_context"):
+    with pytest.raises(TypeError, match="cp_context must be an FLACPContext"):
         causal_conv1d(x, w, cp_context=object())
     with pytest.raises(NotImplementedError, match="seq_idx"):
         causal_conv1d(x, w, seq_idx=torch.zeros(1, 100, dtype=torch.int32))

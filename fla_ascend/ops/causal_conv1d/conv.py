@@ -804,7 +804,11 @@ def causal_conv1d(
             flash-linear-attention builds them); expanded to the kernel's tiles on the device. Only
             compiled CUDA's backward, whose tiles overlap, rebuilds its list from ``cu_seqlens_cpu``
             or, without it, from ``cu_seqlens`` (a device-to-host copy).
-        cp_context: context parallelism; only ``None`` is supported.
+        cp_context: context parallelism: a :func:`fla_ascend.ops.cp.build_cp_context` context built
+            with ``conv1d_kernel_size=W``; ``x`` is then this rank's ``[1, T_local, D]`` slice, the
+            ``W - 1`` tokens before it come from the other ranks, ``cu_seqlens`` (and
+            ``cu_seqlens_cpu``, ``chunk_indices``) are replaced by the context's local ones and
+            ``final_state`` is None (docs/cp.md).
         **kwargs: ``seq_idx=None`` is accepted (other values raise ``NotImplementedError``); any
             other name raises ``TypeError``.
 
@@ -816,13 +820,19 @@ def causal_conv1d(
         ValueError: wrong shapes, ``D`` or ``W`` mismatches between ``x``, ``weight``, ``bias``,
             ``residual`` and ``initial_state``, unknown activation or backend, invalid ``cu_seqlens``
             / ``cu_seqlens_cpu`` / ``chunk_indices`` (including ``B != 1``), tensors on several
-            devices, or more than 2**31 - 1 elements.
-        NotImplementedError: ``backend`` ``"cuda"`` / ``"mix"``, ``cp_context`` or ``seq_idx`` not ``None``.
+            devices, or more than 2**31 - 1 elements; with ``cp_context``, ``W`` other than its
+            ``conv1d_kernel_size``.
+        NotImplementedError: ``backend`` ``"cuda"`` / ``"mix"`` or ``seq_idx`` not ``None``; with
+            ``cp_context``, ``initial_state`` or ``output_final_state``.
+        Under ``cp_context`` also those of :func:`fla_ascend.ops.cp.context.check_cp_call`.
     """
     op = "causal_conv1d"
     _check_backend(op, backend)
     if cp_context is not None:
-        raise NotImplementedError(f"{op}: cp_context (context parallelism) is not implemented; pass cp_context=None")
+        from fla_ascend.ops.cp.context import check_cp_call
+
+        cu_seqlens = check_cp_call(op, cp_context, x, initial_state, output_final_state)
+        cu_seqlens_cpu, chunk_indices = cp_context.cu_seqlens_cpu, None
     if kwargs.get("seq_idx") is not None:
         raise NotImplementedError(f"{op}: seq_idx (per-token sequence ids) is not implemented; pass cu_seqlens")
     with op_errors(op):
@@ -838,6 +848,9 @@ def causal_conv1d(
         if D < 1:
             raise ValueError(f"x must have at least one channel, got D={D} (x shape {tuple(x.shape)})")
         weight, W = _check_weight(weight, D)
+        if cp_context is not None and W != cp_context.conv1d_kernel_size:
+            raise ValueError(f"weight's kernel width W={W} differs from cp_context's conv1d_kernel_size="
+                             f"{cp_context.conv1d_kernel_size} (pass conv1d_kernel_size=W to build_cp_context)")
         activation = _check_activation(activation)
         if bias is not None:
             check_tensor("bias", bias, shape=(D,))
@@ -859,6 +872,10 @@ def causal_conv1d(
         check_int32_offsets("x", B * T * D)
     if x.stride(-1) != 1:
         x = x.contiguous()
+    if cp_context is not None:
+        from fla_ascend.ops.cp.conv import conv_initial_state
+
+        initial_state = conv_initial_state(x, W, cp_context)
     return CausalConv1dFunction.apply(x, weight, bias, residual, initial_state, output_final_state, activation,
                                       cu_seqlens, chunk_indices, cu_seqlens_cpu)
 

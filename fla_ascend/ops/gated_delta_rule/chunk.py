@@ -211,7 +211,10 @@ def chunk_gated_delta_rule(
         chunk_indices: ``[NT, 2]`` int rows ``(sequence, chunk)`` for chunks of ``chunk_size``
             tokens (:func:`fla_ascend.ops.utils.prepare_chunk_indices`, or flash-linear-attention's);
             used as given, without reading ``cu_seqlens`` back.
-        cp_context: context parallelism; only ``None`` is supported.
+        cp_context: context parallelism: a :func:`fla_ascend.ops.cp.build_cp_context` context; the
+            inputs are then this rank's ``[1, T_local, ...]`` slice, ``cu_seqlens`` (and
+            ``cu_seqlens_cpu``, ``chunk_indices``) are replaced by the context's local ones, and
+            ``final_state`` is None (docs/cp.md).
         use_gate_in_kernel: compute ``g = -exp(A_log) * softplus(g + dt_bias)`` fused with the
             chunk cumsum (Qwen3-Next's GatedDeltaNet gate).
         A_log, dt_bias: ``[HV]``; ``A_log`` required with ``use_gate_in_kernel``, ``dt_bias`` optional;
@@ -231,11 +234,17 @@ def chunk_gated_delta_rule(
             ``initial_state`` shape, tensors on different devices, ``chunk_size`` not in
             {16, 32, 64}, ``A_log`` missing with ``use_gate_in_kernel``, ``allow_neg_eigval``
             without ``use_beta_sigmoid_in_kernel``.
-        NotImplementedError: ``cp_context`` not ``None``; from the backward, on a CUDA GPU, when
-            ``K`` or ``V`` is below :data:`CUDA_MIN_BWD_HEAD_DIM`.
+        NotImplementedError: from the backward, on a CUDA GPU, when ``K`` or ``V`` is below
+            :data:`CUDA_MIN_BWD_HEAD_DIM`; with ``cp_context``, ``initial_state`` or ``output_final_state``.
+        Under ``cp_context`` also those of :func:`fla_ascend.ops.cp.context.check_cp_call`.
     """
     op = "chunk_gated_delta_rule"
-    state_v_first = check_extra_kwargs(op, kwargs, state_v_first, cp_context)
+    state_v_first = check_extra_kwargs(op, kwargs, state_v_first)
+    if cp_context is not None:
+        from fla_ascend.ops.cp.context import check_cp_call
+
+        cu_seqlens = check_cp_call(op, cp_context, q, initial_state, output_final_state)
+        cu_seqlens_cpu, chunk_indices = cp_context.cu_seqlens_cpu, None
     x: GatedDeltaRuleInputs = validate_inputs(
         op, q, k, v, g, beta, scale, initial_state, cu_seqlens,
         use_gate_in_kernel, A_log, dt_bias, output_final_state, use_beta_sigmoid_in_kernel=use_beta_sigmoid_in_kernel,
@@ -261,6 +270,11 @@ def chunk_gated_delta_rule(
     grad_needed = torch.is_grad_enabled() and any(
         t is not None and t.requires_grad for t in (x.q, x.k, x.v, x.g, x.beta, x.initial_state, x.A_log, x.dt_bias)
     )
+    if cp_context is not None:
+        from fla_ascend.ops.cp.gated_delta_rule import ChunkGatedDeltaRuleCPFunction
+
+        return ChunkGatedDeltaRuleCPFunction.apply(x.q, x.k, x.v, x.g, x.beta, x.scale, x.A_log, x.dt_bias,
+                                                   chunk_size, cp_context, grad_needed), None
     o, final_state = ChunkGatedDeltaRuleFunction.apply(
         x.q, x.k, x.v, x.g, x.beta, x.scale, x.initial_state, output_final_state, x.cu_seqlens,
         x.A_log, x.dt_bias, chunk_size, grad_needed, x.chunk_indices, x.cu_seqlens_cpu,

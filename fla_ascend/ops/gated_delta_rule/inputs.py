@@ -124,20 +124,17 @@ def validate_inputs(
     )
 
 
-def check_extra_kwargs(op: str, kwargs: dict, state_v_first: bool, cp_context: object = None) -> bool:
+def check_extra_kwargs(op: str, kwargs: dict, state_v_first: bool) -> bool:
     """flash-linear-attention's ``**kwargs`` of the gated delta rule ops: the deprecated
     ``transpose_state_layout`` (renamed ``state_v_first``; a ``DeprecationWarning``) is honoured;
     ``head_first`` raises ``DeprecationWarning`` as flash-linear-attention does; any other name is
     refused. Returns ``state_v_first``.
 
     Raises:
-        NotImplementedError: ``cp_context`` not ``None`` (context parallelism is not implemented).
         ValueError: both ``state_v_first`` and ``transpose_state_layout`` given.
         DeprecationWarning: ``head_first`` given (inputs are ``[B, T, H, ...]``).
         TypeError: an unknown keyword argument.
     """
-    if cp_context is not None:
-        raise NotImplementedError(f"{op}: cp_context (context parallelism) is not implemented; pass cp_context=None")
     kwargs = dict(kwargs)
     if "transpose_state_layout" in kwargs:
         if state_v_first:
