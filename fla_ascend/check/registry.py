@@ -21,6 +21,7 @@ import torch
 
 from fla_ascend.check.runner import Case
 from fla_ascend.ops.common import chunk_h, chunk_o, gva, wy
+from fla_ascend.ops.gated_delta_rule import fused_recurrent
 from fla_ascend.tiling.ub import Tile
 
 DTYPE = torch.bfloat16  # what the NPU runs; nothing is computed (launches are captured)
@@ -165,8 +166,7 @@ KERNELS: dict[str, KernelInfo] = {
         tiles=chunk_o.FWD_O_TILES),
     _M + "gated_delta_rule.fused_recurrent.fused_recurrent_gated_delta_rule_kernel": KernelInfo(
         "vector", RECURRENT_SCENARIOS,
-        tiles=[Tile(("BK", "BV"), "fp32", "state h", buffered=False), Tile(("BK",), "fp32", "q"),
-               Tile(("BK",), "fp32", "k"), Tile(("BV",), "fp32", "v"), Tile(("BK", "BV"), "fp32", "h update temp")]),
+        tiles=fused_recurrent.RECURRENT_TILES),
     _M + "common.cumsum.chunk_gate_cumsum_bwd_kernel": KernelInfo(
         "vector", CHUNK_SCENARIOS,
         tiles=[Tile(("BT", "BH"), "fp32", "dg"), Tile(("BT", "BH"), "fp32", "g / activation"),

@@ -15,6 +15,7 @@ from fla_ascend.ops.gated_delta_rule.inputs import validate_inputs
 from fla_ascend.ops.utils.autograd import check_forward_only
 from fla_ascend.tiling import task_plan
 from fla_ascend.tiling.sizes import cdiv, next_pow2
+from fla_ascend.tiling.ub import Tile, fit_tiles
 
 
 @triton.jit
@@ -95,9 +96,39 @@ CUDA_WARPS = 2
 2 warps reach 83-84% (B64) and 92% (B256) of copy bandwidth at T = 1, 4 warps 76% / 82%."""
 
 
-def _recurrent_bv(V: int) -> int:
-    """``BV``: 32 on CUDA (enough programs to saturate HBM at decode batch sizes), else up to 64."""
-    return min(32 if backend.device_type() == "cuda" else 64, next_pow2(V))
+RECURRENT_TILES = [
+    *(Tile(("BK", "BV"), "fp32", name) for name in ("state h", "h * k / h * q", "decayed h", "k v^T update")),
+    Tile(("BK",), "in", "q load"), Tile(("BK",), "in", "k load"), Tile(("BV",), "in", "v load"),
+    Tile(("BK",), "fp32", "q"), Tile(("BK",), "fp32", "k"), Tile(("BV",), "fp32", "v"), Tile(("BV",), "fp32", "o"),
+    Tile((128,), "fp32", "scalars: g, beta, norms, one-element reductions"),
+]
+"""Live tiles of :func:`fused_recurrent_gated_delta_rule_kernel` for the UB model, for a launch
+with ``multibuffer=False``. bishengir-compile (Ascend910B2) then plans four ``[BK, BV]`` fp32
+buffers (the state and the products of one time step) plus the per-token vectors: 133540 B at
+``BK = 128, BV = 64``. With multi-buffering on it first tries to double them and, where that
+overflows, retries with code motion and multi-buffering off and plans five: 167204 B at
+``BK = 128, BV = 64``, and 264960 B (an overflow) at ``BK = 256, BV = 64``. Hence the NPU plan
+below."""
+
+NPU_UB_MARGIN = 0.9
+"""Share of UB the NPU plan lets :data:`RECURRENT_TILES` take (the model is calibrated to be at
+least the compiler's plan, docs/check.md)."""
+
+
+def _recurrent_tiles(K: int, V: int, x: torch.Tensor) -> tuple[int, dict]:
+    """``(BV, Ascend launch options)``. CUDA: ``BV = 32`` (enough programs to saturate HBM at
+    decode batch sizes). NPU: the largest ``BV`` of 64, 32, 16, 8 whose :data:`RECURRENT_TILES`
+    fit :data:`NPU_UB_MARGIN` of UB single-buffered (``BV = 64`` at ``K <= 128``, 32 at
+    ``K = 256``), launched with ``multibuffer=False``: one time step's loads are a few hundred
+    bytes, so double-buffering would only halve ``BV``. Elsewhere up to 64."""
+    if backend.device_type() == "cuda":
+        return min(32, next_pow2(V)), {}
+    if backend.device_type() == "npu":
+        cands = [b for b in (64, 32, 16, 8) if b <= max(8, next_pow2(V))]
+        bv = fit_tiles(RECURRENT_TILES, {"BV": cands}, fixed={"BK": next_pow2(K), "in_bytes": x.element_size()},
+                       multibuffer=1, margin=NPU_UB_MARGIN)["BV"]
+        return bv, {"multibuffer": False}
+    return min(64, next_pow2(V)), {}
 
 
 def fused_recurrent_gated_delta_rule(
@@ -141,7 +172,7 @@ def fused_recurrent_gated_delta_rule(
     HV, V = x.v.shape[2], x.v.shape[3]
     o = torch.empty(B, T, HV, V, dtype=x.q.dtype, device=x.q.device)
     ht = torch.empty(x.N, HV, K, V, dtype=torch.float32, device=x.q.device) if output_final_state else None
-    BV = _recurrent_bv(V)
+    BV, npu_options = _recurrent_tiles(K, V, x.q)
     n_tasks = x.N * HV * cdiv(V, BV)
     plan = task_plan(n_tasks, "vector")
     fused_recurrent_gated_delta_rule_kernel[plan.grid](
@@ -152,6 +183,6 @@ def fused_recurrent_gated_delta_rule(
         USE_INITIAL_STATE=x.initial_state is not None, STORE_FINAL_STATE=output_final_state,
         USE_QK_L2NORM=use_qk_l2norm_in_kernel, USE_GATE=x.A_log is not None, HAS_DT_BIAS=x.dt_bias is not None,
         IS_VARLEN=x.cu_seqlens is not None, TASK_LOOP=plan.task_loop,
-        **launch_options(num_warps=CUDA_WARPS),
+        **launch_options(num_warps=CUDA_WARPS, **npu_options),
     )
     return o, ht
