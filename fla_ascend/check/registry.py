@@ -21,6 +21,7 @@ import torch
 
 from fla_ascend.check.runner import Case
 from fla_ascend.ops.common import chunk_h, chunk_o, gva, wy
+from fla_ascend.ops.causal_conv1d import conv
 from fla_ascend.ops.gated_delta_rule import fused_recurrent
 from fla_ascend.tiling.ub import Tile
 
@@ -188,30 +189,15 @@ KERNELS: dict[str, KernelInfo] = {
         tiles=gva.GVA_SUM_TILES),
     # flags (ACT, USE_H0, HAS_DHT) enter the sizes as 0/1: a tile of a switched-off path has size 0
     _M + "causal_conv1d.conv.causal_conv1d_fwd_kernel": KernelInfo(
-        "vector", CONV_SCENARIOS,
-        tiles=[Tile(("W", "BT", "BD"), "in", "x windows (tap loop unrolled)"),
-               Tile(("W * USE_H0", "BT", "BD"), "in", "initial-state windows"),
-               Tile(("BT", "BD"), "fp32", "y acc"), Tile(("BD",), "fp32", "tap")]),
+        "vector", CONV_SCENARIOS, tiles=conv.FWD_TILES),
     _M + "causal_conv1d.conv.causal_conv1d_bwd_kernel": KernelInfo(
-        "vector", CONV_SCENARIOS,
-        tiles=[Tile(("W * ACT", "BT", "BD"), "in", "x windows of one tap's recomputed pre-activation (unrolled)"),
-               Tile(("W * ACT * USE_H0", "BT", "BD"), "in", "initial-state windows of the same"),
-               Tile(("BT", "BD"), "in", "dy"), Tile(("BT", "BD"), "in", "dweight window (x)"),
-               Tile(("USE_H0", "BT", "BD"), "in", "dweight window (state)"),
-               Tile(("HAS_DHT", "BT", "BD"), "in", "dht"),
-               Tile(("BT", "BD"), "fp32", "dx acc", buffered=False),
-               Tile(("BT", "BD"), "fp32", "dpre of k = 0", buffered=False),
-               Tile(("ACT", "BT", "BD"), "fp32", "pre-activation"), Tile(("BD",), "fp32", "tap")]),
+        "vector", CONV_SCENARIOS, tiles=conv.BWD_TILES),
     _M + "causal_conv1d.conv.causal_conv1d_states_fwd_kernel": KernelInfo(
-        "vector", CONV_STATE_SCENARIOS, tiles=[Tile(("BW", "BD"), "fp32", "last inputs")]),
+        "vector", CONV_STATE_SCENARIOS, tiles=conv.STATES_FWD_TILES),
     _M + "causal_conv1d.conv.causal_conv1d_states_bwd_kernel": KernelInfo(
-        "vector", CONV_STATE_SCENARIOS,
-        tiles=[Tile(("W", "BW", "BD"), "fp32", "per-tap windows (the tap loop is unrolled)"),
-               Tile(("BW", "BD"), "fp32", "dh", buffered=False), Tile(("BW", "BD"), "fp32", "dht"),
-               Tile(("BW", "BD"), "fp32", "window"), Tile(("BW", "BD"), "fp32", "pre-activation")]),
+        "vector", CONV_STATE_SCENARIOS, tiles=conv.STATES_BWD_TILES),
     _M + "causal_conv1d.conv.causal_conv1d_update_kernel": KernelInfo(
-        "vector", CONV_UPDATE_SCENARIOS,
-        tiles=[Tile(("BD", "BW"), "fp32", "cache"), Tile(("BD", "BW"), "fp32", "weight"), Tile(("BD",), "fp32", "x")]),
+        "vector", CONV_UPDATE_SCENARIOS, tiles=conv.UPDATE_TILES),
     _M + "norm.rms_norm_gated.rms_norm_gated_fwd_kernel": KernelInfo(
         "vector", RMS_SCENARIOS, tiles=[Tile(("BM", "BD"), "in", "x"), Tile(("BM", "BD"), "in", "g"),
                                         Tile(("BM", "BD"), "fp32", "y temp")]),

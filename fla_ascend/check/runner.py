@@ -24,9 +24,11 @@ from fla_ascend.tiling.chips import ChipSpec
 from fla_ascend.tiling.grid import MAX_GRID
 
 MODEL_FACTOR = 4.0
-"""Allowed factor between the IR's ``memref.alloc`` bytes and the UB model's raw prediction
-(either direction). The IR counts every buffer before the compiler's reuse; the model counts
-declared peak live tiles; outside this factor the declaration no longer describes the kernel."""
+"""Allowed factor by which the IR's ``memref.alloc`` bytes may exceed the UB model's raw
+prediction. The IR counts the buffers of the lowered kernel, before bishengir-compile's own
+temporaries and multi-buffering; the model follows the compiler's planned bytes (docs/check.md),
+which are larger (up to 27x), so only a model far below the IR count says that the declaration
+no longer describes the kernel."""
 
 __all__ = ["MODEL_FACTOR", "Case", "Launch", "capture", "discover_kernels", "check_cases", "CaseResult"]
 
@@ -242,9 +244,9 @@ def _evaluate(case: Case, launch: Launch, chip: ChipSpec) -> CaseResult:
         try:
             est = ub.predict(case.tiles, _sizes_for(case, launch), chip, multibuffer=r.multibuffer, margin=1.0)
             r.model_bytes, r.model_charged = est.raw, est.charged
-            if est.raw and not (1 / MODEL_FACTOR <= r.ir_bytes / est.raw <= MODEL_FACTOR):
+            if est.raw and r.ir_bytes / est.raw > MODEL_FACTOR:
                 r.findings.append(_finding("ub_model_mismatch", f"IR allocates {r.ir_bytes} B, the declared tiles "
-                                           f"predict {est.raw} B: outside the allowed factor {MODEL_FACTOR}"))
+                                           f"predict {est.raw} B: more than {MODEL_FACTOR}x below it"))
         except (ValueError, TypeError) as e:
             r.findings.append(_finding("tile_model_error", str(e)))
     return r

@@ -1,5 +1,5 @@
 """The check end to end: bad test kernels produce their findings, good ones stay clean, and for
-every kernel of the package the UB model's prediction is within MODEL_FACTOR of the IR.
+every kernel of the package the UB model's prediction is at least the IR's count over MODEL_FACTOR.
 
 Needs triton-ascend 3.2.0's front end: skipped in the upstream-Triton environment."""
 import importlib.metadata
@@ -84,8 +84,9 @@ def test_every_package_kernel_registered_and_lowered(package):
 
 
 def test_ub_model_vs_ir_within_factor(package):
-    """The UB model (declared live tiles, registry.KERNELS) predicts the IR's memref.alloc bytes
-    within MODEL_FACTOR (4x) either way for every lowered kernel and configuration."""
+    """The UB model (declared live tiles, registry.KERNELS) is at least the IR's memref.alloc
+    bytes over MODEL_FACTOR (4x) for every lowered kernel and configuration (it follows the
+    compiler's planned bytes, which exceed the IR's count: docs/check.md)."""
     _, data = package
     off = []
     for r in data["results"]["Ascend910B2"]:
@@ -93,6 +94,6 @@ def test_ub_model_vs_ir_within_factor(package):
             continue
         assert r["model_bytes"], f"{r['kernel']} has no tile declaration"
         ratio = r["ir_bytes"] / r["model_bytes"]
-        if not 1 / MODEL_FACTOR <= ratio <= MODEL_FACTOR:
+        if ratio > MODEL_FACTOR:
             off.append((r["kernel"].rsplit(".", 1)[-1], r["config"], r["ir_bytes"], r["model_bytes"], round(ratio, 2)))
     assert off == []
