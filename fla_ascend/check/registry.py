@@ -23,7 +23,7 @@ from fla_ascend.check.runner import Case
 from fla_ascend.ops.common import chunk_h, chunk_o, gva, wy
 from fla_ascend.ops.causal_conv1d import conv
 from fla_ascend.ops.gated_delta_rule import fused_recurrent
-from fla_ascend.ops.norm import rms_norm_gated
+from fla_ascend.ops.norm.rms_norm_gated import BWD_TILES as RMS_GATED_BWD_TILES
 from fla_ascend.tiling.ub import Tile
 
 DTYPE = torch.bfloat16  # what the NPU runs; nothing is computed (launches are captured)
@@ -203,7 +203,7 @@ KERNELS: dict[str, KernelInfo] = {
         "vector", RMS_SCENARIOS, tiles=[Tile(("BM", "BD"), "in", "x"), Tile(("BM", "BD"), "in", "g"),
                                         Tile(("BM", "BD"), "fp32", "y temp")]),
     _M + "norm.rms_norm_gated.rms_norm_gated_bwd_kernel": KernelInfo(
-        "vector", RMS_SCENARIOS, tiles=rms_norm_gated.BWD_TILES),
+        "vector", RMS_SCENARIOS, tiles=RMS_GATED_BWD_TILES),
     _M + "norm.l2norm.l2norm_fwd_kernel": KernelInfo(
         "vector", NORM_SCENARIOS, tiles=[Tile(("BM", "BD"), "in", "x"), Tile(("BM", "BD"), "fp32", "x fp32 / y")]),
     _M + "norm.l2norm.l2norm_bwd_kernel": KernelInfo(
