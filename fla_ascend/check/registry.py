@@ -155,8 +155,9 @@ _M = "fla_ascend.ops."
 KERNELS: dict[str, KernelInfo] = {
     _M + "common.cumsum.chunk_gate_cumsum_kernel": KernelInfo(
         "vector", CHUNK_SCENARIOS,
-        tiles=[Tile(("BT", "BH"), "fp32", "g"), Tile(("BT", "BH"), "fp32", "beta"),
-               Tile(("BT", "BH"), "fp32", "cumsum / activation temp")]),
+        # bishengir-compile's plan (A2): 22 [BT, BH] fp32 tiles, 56 with the gate activation in the kernel
+        tiles=[Tile(("22 + 34 * USE_GATE", "BT", "BH"), "fp32", "g, beta, cumsum and activation temporaries",
+                    buffered=False)]),
     _M + "common.wy.chunk_wy_fwd_kernel": KernelInfo(
         "cube", CHUNK_SCENARIOS,
         tiles=wy.WY_FWD_TILES),
@@ -171,8 +172,9 @@ KERNELS: dict[str, KernelInfo] = {
         tiles=fused_recurrent.RECURRENT_TILES),
     _M + "common.cumsum.chunk_gate_cumsum_bwd_kernel": KernelInfo(
         "vector", CHUNK_SCENARIOS,
-        tiles=[Tile(("BT", "BH"), "fp32", "dg"), Tile(("BT", "BH"), "fp32", "g / activation"),
-               Tile(("BT", "BH"), "fp32", "reverse cumsum temp")]),
+        # bishengir-compile's plan (A2): 23.3-24.1 [BT, BH] fp32 tiles, 69.3 with the gate activation
+        tiles=[Tile(("25 + 45 * USE_GATE", "BT", "BH"), "fp32", "dg, g, reverse cumsum and activation temporaries",
+                    buffered=False)]),
     _M + "common.wy.chunk_wy_bwd_kernel": KernelInfo(
         "cube", CHUNK_SCENARIOS,
         tiles=wy.WY_BWD_TILES),
@@ -200,15 +202,20 @@ KERNELS: dict[str, KernelInfo] = {
     _M + "causal_conv1d.conv.causal_conv1d_update_kernel": KernelInfo(
         "vector", CONV_UPDATE_SCENARIOS, tiles=conv.UPDATE_TILES),
     _M + "norm.rms_norm_gated.rms_norm_gated_fwd_kernel": KernelInfo(
-        "vector", RMS_SCENARIOS, tiles=[Tile(("BM", "BD"), "in", "x"), Tile(("BM", "BD"), "in", "g"),
-                                        Tile(("BM", "BD"), "fp32", "y temp")]),
+        "vector", RMS_SCENARIOS, tiles=[Tile((2, "BM", "BD"), "in", "x, g", buffered=False),
+                                        Tile((7, "BM", "BD"), "fp32", "float32 x, g, y, temporaries", buffered=False),
+                                        Tile((2, "BD"), "fp32", "weight, bias", buffered=False)]),
     _M + "norm.rms_norm_gated.rms_norm_gated_bwd_kernel": KernelInfo(
         "vector", RMS_SCENARIOS, tiles=RMS_GATED_BWD_TILES),
     _M + "norm.l2norm.l2norm_fwd_kernel": KernelInfo(
-        "vector", NORM_SCENARIOS, tiles=[Tile(("BM", "BD"), "in", "x"), Tile(("BM", "BD"), "fp32", "x fp32 / y")]),
+        "vector", NORM_SCENARIOS, tiles=[Tile(("BM", "BD"), "in", "x", buffered=False),
+                                         Tile((4, "BM", "BD"), "fp32", "x fp32, y, temps", buffered=False),
+                                         Tile((24, "BM"), "fp32", "row norms", buffered=False),
+                                         Tile((64,), "fp32", "scalars", buffered=False)]),
     _M + "norm.l2norm.l2norm_bwd_kernel": KernelInfo(
-        "vector", NORM_SCENARIOS, tiles=[Tile(("BM", "BD"), "in", "x"), Tile(("BM", "BD"), "in", "dy"),
-                                         Tile(("BM", "BD"), "fp32", "dx temp")]),
+        "vector", NORM_SCENARIOS, tiles=[Tile((2, "BM", "BD"), "in", "x, dy", buffered=False),
+                                         Tile((6, "BM", "BD"), "fp32", "float32 x, dy, dx and temporaries",
+                                              buffered=False)]),
 }
 
 

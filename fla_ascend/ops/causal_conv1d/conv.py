@@ -113,8 +113,10 @@ STATES_BWD_TILES = [
     Tile(("BD", 16), "in", "[BD, BW] transposed store (W padded to 16)"),
     Tile(("BD", 8), "fp32", "transpose temporary"),
 ]
-STATES_FWD_TILES = [Tile((16, "BW", "BD"), "fp32", "window loads, masks, the transposed [BD, BW] store")]  # 32704 B
-UPDATE_TILES = [Tile((33, "BD", "BW"), "fp32", "cache, weight, shifted cache, products, masks")]  # 66272 B
+STATES_FWD_TILES = [  # planned 32704 B
+    Tile((16, "BW", "BD"), "fp32", "window loads, masks, the transposed [BD, BW] store", buffered=False)]
+UPDATE_TILES = [  # planned 66272 B
+    Tile((33, "BD", "BW"), "fp32", "cache, weight, shifted cache, products, masks", buffered=False)]
 
 
 @triton.jit
