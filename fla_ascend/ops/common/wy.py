@@ -369,9 +369,10 @@ def chunk_wy_bwd_kernel(
     TASK_LOOP: tl.constexpr,
 ):
     """Stage 2 backward. UB on an A2/A3 vector core: at ``BT = 64`` bishengir-compile (Ascend910B2,
-    2026-12-01) plans 188928 B of the 196608 B UB (96%) with ``BK = BV = 32``: the ``[BT, BT]``
-    float32 gradients of ``A`` and their temporaries dominate, not the ``BK``/``BV`` slabs.
-    ``chunk_size = 32`` plans 150784 B (77%), 16 plans 99264 B. The plan fits; it leaves 4% free."""
+    2026-12-01) plans 188928 B of the 196608 B UB (96%) at K = 100 to 256, and all of it (196608 B)
+    at K = V = 64: the ``[BT, BT]`` float32 gradients of ``A`` and their temporaries dominate, not
+    the ``BK``/``BV`` slabs. ``chunk_size = 32`` plans 150784 B (77%), 16 plans 99264 B. The plan
+    fits; it leaves 0-4% free."""
     if TASK_LOOP:
         for i_task in tl.range(tl.program_id(0), n_tasks, n_programs):
             _chunk_wy_bwd_task(i_task, k, v, g_cum, beta_t, Ai, dw, du, dk_in, dk, dv, dbeta_t, dg_parts,
