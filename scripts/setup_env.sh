@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Create (or reuse) one of the two CPU-tier environments and install fla-ascend into it.
-#   scripts/setup_env.sh ascend   -> .venv-ascend : triton-ascend 3.2.0 (CPython 3.10/3.11)
+#   scripts/setup_env.sh ascend   -> .venv-ascend : triton-ascend 3.2.0 (CPython 3.10/3.11) and ascendnpu-ir
+#                                                   (bishengir-compile, for `fla-ascend check`): the npu-check extra
 #   scripts/setup_env.sh triton   -> .venv-triton : upstream Triton (newest release we support)
 # torch comes from `torch==2.13.0` (on this kind of machine a CPU wheel lies on disk; an
 # unpinned torch would pull a multi-GB CUDA build). Prints the venv path on its last line.
@@ -10,8 +11,8 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 TORCH_SPEC=${FLA_ASCEND_TORCH:-torch==2.13.0}
 TRITON_SPEC=${FLA_ASCEND_TRITON:-triton==3.9.0}
 case "$flavour" in
-  ascend) venv="$root/.venv-ascend"; extra=(triton-ascend==3.2.0 pybind11 "numpy<2.4") ;;
-  triton) venv="$root/.venv-triton"; extra=("$TRITON_SPEC") ;;
+  ascend) venv="$root/.venv-ascend"; extras="test,npu-check"; extra=() ;;
+  triton) venv="$root/.venv-triton"; extras="test"; extra=("$TRITON_SPEC") ;;
   *) echo "unknown flavour $flavour (ascend|triton)" >&2; exit 2 ;;
 esac
 py=""
@@ -23,7 +24,7 @@ stamp="$venv/.fla-ascend-installed"
 if [ ! -f "$stamp" ] || [ "$root/pyproject.toml" -nt "$stamp" ] || [ "$0" -nt "$stamp" ]; then
   [ -x "$venv/bin/python" ] || "$py" -m venv "$venv" >&2
   "$venv/bin/python" -m pip install -q --disable-pip-version-check "$TORCH_SPEC" >&2
-  "$venv/bin/python" -m pip install -q --disable-pip-version-check "${extra[@]}" -e "$root[test]" >&2
+  "$venv/bin/python" -m pip install -q --disable-pip-version-check ${extra[@]+"${extra[@]}"} -e "$root[$extras]" >&2
   touch "$stamp"
 fi
 echo "$venv"

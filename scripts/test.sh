@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
 # The CPU test tier, run twice: under triton-ascend 3.2.0 and under upstream Triton, both on
-# the Triton interpreter; then the static NPU readiness check. Extra arguments go to pytest.
+# the Triton interpreter; then the NPU check: every representative launch lowered by triton-ascend
+# and compiled by bishengir-compile (ascendnpu-ir) for Ascend910B2 (A2/A3) and Ascend910_9599 (A5),
+# FLA_ASCEND_CHECK_JOBS compiles at a time, each killed after FLA_ASCEND_COMPILE_TIMEOUT s
+# (docs/check.md: why the representative matrix, and the full one's command). Extra arguments go to pytest.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
@@ -15,8 +18,9 @@ for d in ("triton-ascend", "triton"):
   OMP_NUM_THREADS=1 "$venv/bin/python" -m pytest -q -n "${FLA_ASCEND_TEST_WORKERS:-2}" -m "not gpu and not slow" \
     -p no:cacheprovider "$@" || status=1
   if [ "$flavour" = ascend ]; then
-    echo "=== static NPU readiness check (triton-ascend front end)"
-    "$venv/bin/python" -m fla_ascend.cli check --chip Ascend910B2 --chip Ascend910B3 || status=1
+    echo "=== NPU check: triton-ascend lowering + bishengir-compile, Ascend910B2 and Ascend910_9599"
+    "$venv/bin/python" -m fla_ascend.cli check --jobs "${FLA_ASCEND_CHECK_JOBS:-2}" \
+      --compile-timeout "${FLA_ASCEND_COMPILE_TIMEOUT:-120}" || status=1
   fi
 done
 exit $status

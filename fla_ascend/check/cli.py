@@ -1,4 +1,4 @@
-"""``fla-ascend check``: the static NPU readiness check (lowering + IR facts + source lint)."""
+"""``fla-ascend check``: the static NPU readiness check (lowering, bishengir-compile, IR and plan facts, source lint)."""
 from __future__ import annotations
 
 import os
@@ -26,17 +26,24 @@ def run_worker(argv: list[str], extra_path: str | None = None, **kwargs) -> subp
 
 
 def register(sub) -> None:
-    p = sub.add_parser("check", help="lower every kernel for an Ascend chip and report NPU readiness")
-    p.add_argument("--chip", action="append", default=None,
-                   help="Ascend SoC as TRITON_ASCEND_ARCH spells it (repeatable; default Ascend910B2)")
-    p.add_argument("--json", default=None, metavar="PATH", help="also write the full results as JSON")
+    from fla_ascend.check.worker import add_arguments
+
+    p = sub.add_parser("check", help="lower every kernel launch for Ascend chips, compile it with bishengir-compile "
+                                     "and report NPU readiness")
+    add_arguments(p)
     p.set_defaults(func=run)
 
 
 def run(args) -> int:
     argv = []
-    for c in args.chip or ["Ascend910B2"]:
+    for c in args.chip or []:
         argv += ["--chip", c]
+    for flag in ("no_default_chips", "full", "no_cache", "lowering_only", "strict_a5"):
+        if getattr(args, flag):
+            argv.append("--" + flag.replace("_", "-"))
+    argv += ["--jobs", str(args.jobs), "--compile-timeout", str(args.compile_timeout)]
+    if args.cache_dir:
+        argv += ["--cache-dir", args.cache_dir]
     if args.json:
         argv += ["--json", args.json]
     return run_worker(argv).returncode

@@ -2,7 +2,7 @@
 representative configurations it is checked with.
 
 A *scenario* calls a public op (forward, and backward where the op has one) on small CPU
-tensors with one representative configuration; under :func:`fla_ascend.check.runner.capture`
+tensors with one configuration; under :func:`fla_ascend.check.runner.capture`
 nothing runs, every kernel launch is recorded with the exact grid, sizes and options the op's
 launcher computes for the chip. Each registered kernel is checked in the scenarios listed for it.
 
@@ -43,7 +43,7 @@ def _gdn_inputs(T=256, H=2, HV=4, K=128, V=128, varlen=False, grad=True):
     return q, k, v, g, beta, cu, h0
 
 
-def _chunk(K=128, V=128, BT=64, varlen=False, gate=False):
+def _chunk(K=128, V=128, BT=64, varlen=False, gate=False, l2norm=False):
     def run():
         from fla_ascend.ops.gated_delta_rule.chunk import chunk_gated_delta_rule
 
@@ -52,7 +52,7 @@ def _chunk(K=128, V=128, BT=64, varlen=False, gate=False):
         if gate:
             extra = dict(use_gate_in_kernel=True, A_log=torch.randn(v.shape[2]), dt_bias=torch.randn(v.shape[2]))
         o, ht = chunk_gated_delta_rule(q, k, v, g, beta, initial_state=h0, output_final_state=True, cu_seqlens=cu,
-                                       chunk_size=BT, **extra)
+                                       chunk_size=BT, use_qk_l2norm_in_kernel=l2norm, **extra)
         _backward(o.float().sum() + ht.sum())
     return run
 
@@ -67,7 +67,7 @@ def _backward(loss):
         pass
 
 
-def _recurrent(K=128, V=128, varlen=False):
+def _recurrent(K=128, V=128, varlen=False, l2norm=True):
     def run():
         from fla_ascend.ops.gated_delta_rule.fused_recurrent import fused_recurrent_gated_delta_rule
 
@@ -75,7 +75,7 @@ def _recurrent(K=128, V=128, varlen=False):
         if varlen:
             cu = torch.tensor([0, 3, 7, 12], dtype=torch.long)
         fused_recurrent_gated_delta_rule(q, k, v, g, beta, initial_state=h0, output_final_state=True, cu_seqlens=cu,
-                                         use_qk_l2norm_in_kernel=True)
+                                         use_qk_l2norm_in_kernel=l2norm)
     return run
 
 
@@ -110,15 +110,6 @@ def _conv(D=256, W=4, varlen=False, update=False, act=True, state=True):
     return run
 
 
-CHUNK_SCENARIOS: dict[str, Callable] = {
-    "K128-BT64": _chunk(),
-    "K128-BT32": _chunk(BT=32),
-    "K128-BT16": _chunk(BT=16),
-    "K256-V128-BT64": _chunk(K=256),
-    "varlen-K128-BT64": _chunk(varlen=True),
-    "gate-K128-BT64": _chunk(gate=True),
-}
-RECURRENT_SCENARIOS = {"K128": _recurrent(), "K256-V128": _recurrent(K=256), "varlen-K128": _recurrent(varlen=True)}
 def _rms_gated(D=128):
     def run():
         from fla_ascend.ops.norm.rms_norm_gated import rms_norm_gated
@@ -130,12 +121,63 @@ def _rms_gated(D=128):
     return run
 
 
-RMS_SCENARIOS = {"D128": _rms_gated(128), "D256": _rms_gated(256)}
+# The launch matrix. What the NPU launch plans choose from (tiles via the UB model, fla_ascend.ops.common.tiles):
+# the chunk stages' BK/BV/multibuffer from K, V, the chunk size BT and the input dtype; the recurrence's BV from
+# V; the conv tiles (BT, BD) from D (BD = min(128, next_pow2(D))) and the unrolled taps from W; the norms'
+# (BM, BD) from D. Flags are constexprs: varlen changes every chunk/conv kernel, gates in kernel only the gate
+# cumsum kernels, l2norm in kernel only the l2norm kernels (q and k are normalised before the chunk stages) and
+# the fused recurrence. The full matrix crosses the dimensions that interact; launches that lower to the same
+# text are merged before compiling (fla_ascend.check.compiled.merge_specialisations).
+HEAD_DIMS = (16, 64, 100, 128, 256)
+CHUNK_SIZES = (16, 32, 64)
+CONV_DIMS = (16, 64, 100, 256, 2048)  # BD = 16, 64, 128 (masked), 128, 128 with many channel tiles
+NORM_DIMS = (16, 64, 100, 128, 256, 512, 1024, 2048, 4096, 8192)
+
+CHUNK_SCENARIOS: dict[str, Callable] = {
+    "K128-BT64": _chunk(),
+    "K128-BT32": _chunk(BT=32),
+    "K128-BT16": _chunk(BT=16),
+    "K256-V128-BT64": _chunk(K=256),
+    "K256-BT64": _chunk(K=256, V=256),
+    "K64-BT64": _chunk(K=64, V=64),
+    "K100-V16-BT64": _chunk(K=100, V=16),
+    "varlen-K128-BT64": _chunk(varlen=True),
+    "gate-K128-BT64": _chunk(gate=True),
+    "l2norm-K128-BT64": _chunk(l2norm=True),
+}
+CHUNK_FULL = {f"{'varlen-' if vl else ''}K{K}-V{V}-BT{BT}": _chunk(K=K, V=V, BT=BT, varlen=vl)
+              for K in HEAD_DIMS for V in HEAD_DIMS for BT in CHUNK_SIZES for vl in (False, True)}
+CHUNK_FULL.update({f"gate-{'varlen-' if vl else ''}K128-BT{BT}": _chunk(BT=BT, varlen=vl, gate=True)
+                   for BT in CHUNK_SIZES for vl in (False, True)})
+CHUNK_FULL.update({f"l2norm-K{K}-BT64": _chunk(K=K, V=K, l2norm=True) for K in HEAD_DIMS})
+
+RECURRENT_SCENARIOS = {"K128": _recurrent(), "K256-V128": _recurrent(K=256), "K256": _recurrent(K=256, V=256),
+                       "K16-V100": _recurrent(K=16, V=100), "varlen-K128": _recurrent(varlen=True),
+                       "no-l2norm-K128": _recurrent(l2norm=False)}
+RECURRENT_FULL = {f"{'varlen-' if vl else ''}{'' if l2 else 'no-l2norm-'}K{K}-V{V}": _recurrent(K, V, vl, l2)
+                  for K in HEAD_DIMS for V in HEAD_DIMS for vl in (False, True) for l2 in (True, False)}
+
+RMS_SCENARIOS = {"D128": _rms_gated(128), "D256": _rms_gated(256), "D8192": _rms_gated(8192)}
+RMS_FULL = {f"D{D}": _rms_gated(D) for D in NORM_DIMS}
+NORM_SCENARIOS = {"D128": _l2norm(128), "D256": _l2norm(256), "D8192": _l2norm(8192)}
+NORM_FULL = {f"D{D}": _l2norm(D) for D in NORM_DIMS}
+
 CONV_SCENARIOS = {"D256-W4": _conv(), "D2048-W4": _conv(D=2048), "varlen-D256-W4": _conv(varlen=True),
-                  "D200-W3-plain": _conv(D=200, W=3, act=False, state=False)}
-CONV_STATE_SCENARIOS = {k: v for k, v in CONV_SCENARIOS.items() if k != "D200-W3-plain"}  # launched with states
-CONV_UPDATE_SCENARIOS = {"D256-W4": _conv(update=True), "D2048-W4": _conv(D=2048, update=True)}
-NORM_SCENARIOS = {"D128": _l2norm(128), "D256": _l2norm(256)}
+                  "D200-W3-plain": _conv(D=200, W=3, act=False, state=False), "D64-W2": _conv(D=64, W=2),
+                  "D16-W1": _conv(D=16, W=1)}
+CONV_FULL = {f"{'varlen-' if vl else ''}D{D}-W{W}{'' if act else '-plain'}":
+             _conv(D=D, W=W, varlen=vl, act=act, state=act)
+             for D in CONV_DIMS for W in (1, 2, 3, 4) for vl in (False, True) for act in (True, False)}
+CONV_STATE_SCENARIOS = {k: v for k, v in CONV_SCENARIOS.items() if "plain" not in k}  # launched with states
+CONV_STATE_FULL = {k: v for k, v in CONV_FULL.items() if "plain" not in k}
+CONV_UPDATE_SCENARIOS = {"D256-W4": _conv(update=True), "D2048-W4": _conv(D=2048, update=True),
+                         "D64-W2": _conv(D=64, W=2, update=True)}
+CONV_UPDATE_FULL = {f"D{D}-W{W}": _conv(D=D, W=W, update=True) for D in CONV_DIMS for W in (1, 2, 3, 4)}
+
+FULL = {id(CHUNK_SCENARIOS): CHUNK_FULL, id(RECURRENT_SCENARIOS): RECURRENT_FULL, id(RMS_SCENARIOS): RMS_FULL,
+        id(NORM_SCENARIOS): NORM_FULL, id(CONV_SCENARIOS): CONV_FULL, id(CONV_STATE_SCENARIOS): CONV_STATE_FULL,
+        id(CONV_UPDATE_SCENARIOS): CONV_UPDATE_FULL}
+"""Representative scenario dict -> its full matrix (``fla-ascend check --full``)."""
 
 
 # ----------------------------------------------------------------------------- kernels
@@ -219,15 +261,21 @@ KERNELS: dict[str, KernelInfo] = {
 }
 
 
-def _cases() -> list[Case]:
+def _cases(full: bool = False) -> list[Case]:
     out = []
     for kernel, info in KERNELS.items():
-        for cfg, run in info.scenarios.items():
+        scenarios = FULL[id(info.scenarios)] if full else info.scenarios
+        for cfg, run in scenarios.items():
             out.append(Case(kernel=kernel, config=cfg, kind=info.kind, run=run, tiles=info.tiles, sizes=info.sizes))
     return out
 
 
 CASES: list[Case] = _cases()
+"""The representative launches (CI): per kernel every tile plan its launcher picks at the common shapes, each
+head dim once, each chunk size, and each flag once."""
+
+FULL_CASES: list[Case] = _cases(full=True)
+"""The full launch matrix (``fla-ascend check --full``)."""
 
 ALLOW: list[tuple[str, str, str, str]] = [
     # (kernel glob, finding code, config glob, reason)

@@ -3,35 +3,68 @@ from __future__ import annotations
 
 import json
 
-__all__ = ["print_report", "write_json"]
+__all__ = ["print_report", "write_json", "COLUMNS"]
+
+COLUMNS = ("kernel", "config", "compiled", "core", "UB KiB (%)", "L1 KiB (%)", "L0C KiB (%)", "mb bufs",
+           "syncs in/x", "compile s (CPU)", "model/plan", "findings")
+"""The per-launch table's columns (docs/check.md explains each)."""
 
 
-def _kib(n) -> str:
-    return "-" if n is None else f"{n / 1024:.1f}"
+def _kib_share(r: dict, sp: str) -> str:
+    if not r.get("planned"):
+        return "-"
+    b = r["planned"].get(sp, 0)
+    return f"{b / 1024:.1f} ({r['share'].get(sp, 0):.0%})" if b else "0"
+
+
+def _compiled(r: dict, mode: str) -> str:
+    if not r["lowered"]:
+        return f"NO (lowering: {r['stage']})"
+    if r.get("compiled") is None:
+        return "lowering only" if mode != "compiled" else "-"
+    if r["compiled"]:
+        return "yes" + (" (cached)" if r.get("compile_cached") else "")
+    out = f"NO: {r['compile_error_class']}"
+    if r.get("compile_needed_bytes") is not None:
+        out += f" {r['compile_needed_bytes']}/{r['compile_available_bytes']} B"
+    return out
+
+
+def _config(r: dict) -> str:
+    cfgs = r.get("configs") or [r["config"]]
+    return cfgs[0] + (f" (+{len(cfgs) - 1})" if len(cfgs) > 1 else "")
 
 
 def print_report(data: dict, console=None) -> None:
-    """Print ``data`` (the dict :func:`fla_ascend.check.worker.main` builds) as tables."""
+    """Print ``data`` (the dict :func:`fla_ascend.check.worker.collect` builds) as tables."""
     from fla_ascend.console import make_console
     from rich.markup import escape
     from rich.table import Table
 
-    console = console or make_console(width=200)
+    console = console or make_console(width=220)
     for chip, rows in data["results"].items():
-        t = Table(title=f"fla-ascend check: {chip} (UB {data['chips'][chip]['ub_bytes']} B, "
-                        f"{data['chips'][chip]['cube_cores']} cube / {data['chips'][chip]['vector_cores']} vector cores)")
-        for col in ("kernel", "config", "lowered", "kind", "mix", "grid/cores", "IR KiB", "IR x mb KiB",
-                    "model KiB", "IR/model", "findings"):
+        c = data["chips"][chip]
+        mode = c.get("mode", "compiled")
+        t = Table(title=f"fla-ascend check: {chip} (UB {c['ub_bytes']} B, {c['cube_cores']} cube / "
+                        f"{c['vector_cores']} vector cores; {escape(mode)}; {data.get('matrix', '')} matrix)")
+        for col in COLUMNS:
             t.add_column(col, overflow="fold")
         for r in rows:
-            ratio = f"{r['ir_bytes'] / r['model_bytes']:.2f}" if r.get("model_bytes") else "-"
-            fnd = "; ".join(f"{f['code']}{' (accepted)' if f.get('accepted') else ''}{' [info]' if f['severity'] == 'info' else ''}"
+            mb = ", ".join(f"{k} {v}" for k, v in sorted(r.get("multibuffered", {}).items())) or "-"
+            syncs = "-" if r.get("intra_core_syncs") is None else f"{r['intra_core_syncs']}/{r['cross_core_syncs']}"
+            secs = "-" if r.get("compile_seconds") is None else f"{r['compile_seconds']:.1f}"
+            if r.get("compile_cpu_seconds") is not None:
+                secs += f" ({r['compile_cpu_seconds']:.1f})"
+            ratio = "-" if r.get("model_vs_plan") is None else f"{r['model_vs_plan']:.2f}"
+            fnd = "; ".join(f"{f['code']}{' (accepted)' if f.get('accepted') else ''}"
+                            f"{' [' + f['severity'] + ']' if f['severity'] != 'error' else ''}"
                             for f in r["findings"]) or "clean"
-            fnd = escape(fnd)  # "[info]" is our tag, not rich markup
-            t.add_row(r["kernel"].rsplit(".", 1)[-1], r["config"], "yes" if r["lowered"] else f"NO ({r['stage']})",
-                      r["kind"], r["mix_mode"], f"{r['grid']}/{r['cores']}", _kib(r["ir_bytes"]),
-                      _kib(r["ir_bytes_mb"]), _kib(r.get("model_bytes")), ratio, fnd)
+            t.add_row(r["kernel"].rsplit(".", 1)[-1], _config(r), escape(_compiled(r, mode)), r.get("core_type") or "-",
+                      _kib_share(r, "ub"), _kib_share(r, "l1"), _kib_share(r, "l0c"), mb, syncs, secs, ratio,
+                      escape(fnd))  # "[info]" is our tag, not rich markup
         console.print(t)
+        if mode != "compiled":
+            console.print(f"[yellow]{chip}: {escape(mode)}[/yellow]")
     if data["lint"]:
         t = Table(title="source lint")
         for col in ("where", "function", "code", "message"):

@@ -13,29 +13,28 @@ import contextlib
 import fnmatch
 import importlib
 import inspect
+import os
 import pkgutil
 from dataclasses import asdict, dataclass, field
 from typing import Callable
 
 from fla_ascend.check import irscan, lint
+from fla_ascend.check.compile import ir_fingerprint
 from fla_ascend.check.lower import lower
 from fla_ascend.tiling import ub
 from fla_ascend.tiling.chips import ChipSpec
 from fla_ascend.tiling.grid import MAX_GRID
 
-MODEL_FACTOR = 4.0
-"""Allowed factor by which the IR's ``memref.alloc`` bytes may exceed the UB model's raw
-prediction. The IR counts the buffers of the lowered kernel, before bishengir-compile's own
-temporaries and multi-buffering; the model follows the compiler's planned bytes (docs/check.md),
-which are larger (up to 27x), so only a model far below the IR count says that the declaration
-no longer describes the kernel."""
+__all__ = ["Case", "Launch", "capture", "discover_kernels", "check_cases", "CaseResult", "COMPILE_OPTIONS"]
 
-__all__ = ["MODEL_FACTOR", "Case", "Launch", "capture", "discover_kernels", "check_cases", "CaseResult"]
+COMPILE_OPTIONS = ("multibuffer", "unit_flag", "enable_auto_bind_sub_block", "tile_mix_vector_loop",
+                   "tile_mix_cube_loop", "limit_auto_multi_buffer_of_local_buffer", "enable_hivm_auto_cv_balance")
+"""Launch keyword arguments that are Ascend compile options (passed to lowering and bishengir-compile)."""
 
 
 @dataclass
 class Case:
-    """One representative launch of one kernel, as the registry lists it.
+    """One launch scenario of one kernel, as the registry lists it.
 
     Attributes:
         kernel: ``"<module>.<name>"`` of the ``@triton.jit`` kernel.
@@ -67,7 +66,8 @@ class Launch:
 
 @contextlib.contextmanager
 def capture(chip: ChipSpec):
-    """Record kernel launches instead of running them; core counts are ``chip``'s.
+    """Record kernel launches instead of running them; core counts and the chip the UB model plans
+    tiles for are ``chip``'s.
 
     Yields the list that launches are appended to (:class:`Launch`).
     """
@@ -98,10 +98,17 @@ def capture(chip: ChipSpec):
     JITFunction.run = fake_run
     backend.num_cores = fake_cores
     backend.device = lambda: torch.device("cpu")
+    # the UB model picks tiles for the detected chip (tiling.chips.detect_chip reads TRITON_ASCEND_ARCH)
+    orig_arch = os.environ.get("TRITON_ASCEND_ARCH")
+    os.environ["TRITON_ASCEND_ARCH"] = chip.name
     try:
         yield launches
     finally:
         JITFunction.run, backend.num_cores, backend.device = orig_run, orig_cores, orig_device
+        if orig_arch is None:
+            os.environ.pop("TRITON_ASCEND_ARCH", None)
+        else:
+            os.environ["TRITON_ASCEND_ARCH"] = orig_arch
     del names
 
 
@@ -133,7 +140,18 @@ def discover_kernels(package: str = "fla_ascend.ops") -> tuple[dict, list]:
 
 @dataclass
 class CaseResult:
-    """Everything reported for one kernel, configuration and chip."""
+    """Everything reported for one kernel launch (one specialisation) and chip.
+
+    Lowering fields: ``lowered``, ``stage``/``error`` of a failed lowering, ``mix_mode``,
+    ``ttadapter_sha256`` (of the lowered text without source locations: ``compile.ir_fingerprint``), ``options`` (the launch's compile options).
+    Compile fields (filled by :mod:`fla_ascend.check.compiled`; ``compiled`` is None when the
+    compiler was not run): ``core_type``, ``planned`` (bytes per space ``ub``/``l1``/``l0c``),
+    ``share`` (of the chip's capacity), ``multibuffered``, ``intra_core_syncs``,
+    ``cross_core_syncs``, ``compile_seconds`` (wall) and ``compile_cpu_seconds``, ``compile_error_class`` and ``compile_message``.
+    ``model_bytes`` is the UB model's charged bytes (:func:`fla_ascend.tiling.ub.predict`) and
+    ``model_vs_plan`` its ratio to the planned UB. ``configs`` lists every scenario that gave this
+    same specialisation (merged rows).
+    """
 
     kernel: str
     config: str
@@ -147,17 +165,36 @@ class CaseResult:
     mix_mode: str = "?"
     grid: int = 0
     cores: int = 0
-    ir_bytes: int = 0
     multibuffer: int = 2
-    ir_bytes_mb: int = 0
     ub_bytes: int = 0
+    options: dict = field(default_factory=dict)
+    ttadapter_sha256: str = ""
     model_bytes: int | None = None
-    model_charged: int | None = None
     matmuls: int = 0
+    compiled: bool | None = None
+    compile_error_class: str = ""
+    compile_message: str = ""
+    compile_needed_bytes: int | None = None
+    compile_available_bytes: int | None = None
+    compile_seconds: float | None = None
+    compile_cpu_seconds: float | None = None
+    compile_cached: bool = False
+    core_type: str = ""
+    planned: dict = field(default_factory=dict)
+    share: dict = field(default_factory=dict)
+    multibuffered: dict = field(default_factory=dict)
+    intra_core_syncs: int | None = None
+    cross_core_syncs: int | None = None
+    module_path: str = ""
+    model_vs_plan: float | None = None
+    configs: list = field(default_factory=list)
     findings: list = field(default_factory=list)
+    ttadapter: str = field(default="", repr=False)
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        d = asdict(self)
+        d.pop("ttadapter")
+        return d
 
 
 def _finding(code, message, severity="error", where=""):
@@ -195,8 +232,9 @@ def _evaluate(case: Case, launch: Launch, chip: ChipSpec) -> CaseResult:
     for g in launch.grid:
         r.grid *= int(g)
     r.cores = chip.cores(case.kind)
-    opts = {k: v for k, v in launch.options.items() if k in ("multibuffer", "unit_flag", "enable_auto_bind_sub_block",
-                                                            "tile_mix_vector_loop", "tile_mix_cube_loop")}
+    opts = {k: v for k, v in launch.options.items() if k in COMPILE_OPTIONS}
+    r.options = dict(opts)
+    r.configs = [case.config]
     for k in ("num_warps", "num_stages"):
         if k in launch.options:
             r.findings.append(_finding("launch_num_warps", f"{k}={launch.options[k]} reached the NPU launch"))
@@ -205,11 +243,12 @@ def _evaluate(case: Case, launch: Launch, chip: ChipSpec) -> CaseResult:
     if not low.ok:
         r.findings.append(_finding("lowering_failed", f"stage {low.stage}: {_first_error(low.error)}"))
         return r
+    r.ttadapter = low.ttadapter
+    r.ttadapter_sha256 = ir_fingerprint(low.ttadapter)
     facts = irscan.scan(low.ttadapter, name)
     r.mix_mode, r.matmuls = facts.mix_mode, facts.matmuls
     mb_on = opts.get("multibuffer", chip.default_multibuffer)
     r.multibuffer = 2 if mb_on else 1
-    r.ir_bytes, r.ir_bytes_mb = facts.alloc_bytes, facts.alloc_bytes * r.multibuffer
     expected = {"cube": ("aic", "mix"), "vector": ("aiv",)}[case.kind]
     if facts.mix_mode not in expected:
         r.findings.append(_finding("mix_mode_mismatch", f"IR mix_mode={facts.mix_mode} but the registry says "
@@ -219,9 +258,6 @@ def _evaluate(case: Case, launch: Launch, chip: ChipSpec) -> CaseResult:
     elif launch.kind != case.kind:
         r.findings.append(_finding("kind_mismatch", f"launcher asked task_plan for {launch.kind!r} cores, the "
                                    f"kernel is {case.kind!r}"))
-    if r.ir_bytes_mb > chip.ub_bytes:
-        r.findings.append(_finding("ub_exceeded", f"IR allocates {r.ir_bytes} B x multibuffer {r.multibuffer} = "
-                                   f"{r.ir_bytes_mb} B > UB {chip.ub_bytes} B"))
     if facts.dynamic_allocs:
         r.findings.append(_finding("dynamic_alloc", f"{facts.dynamic_allocs} allocation(s) of non-static size "
                                    "(not counted)", "info"))
@@ -243,10 +279,7 @@ def _evaluate(case: Case, launch: Launch, chip: ChipSpec) -> CaseResult:
     if case.tiles is not None:
         try:
             est = ub.predict(case.tiles, _sizes_for(case, launch), chip, multibuffer=r.multibuffer, margin=1.0)
-            r.model_bytes, r.model_charged = est.raw, est.charged
-            if est.raw and r.ir_bytes / est.raw > MODEL_FACTOR:
-                r.findings.append(_finding("ub_model_mismatch", f"IR allocates {r.ir_bytes} B, the declared tiles "
-                                           f"predict {est.raw} B: more than {MODEL_FACTOR}x below it"))
+            r.model_bytes = est.charged  # compared with the compiler's planned UB (fla_ascend.check.compiled)
         except (ValueError, TypeError) as e:
             r.findings.append(_finding("tile_model_error", str(e)))
     return r

@@ -8,34 +8,72 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 import time
+
+DEFAULT_CHIPS = ("Ascend910B2", "Ascend910_9599")
+"""Checked on every run: A2/A3 (Ascend910B2) and A5 (Ascend910_9599)."""
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """The check's options (shared by ``fla-ascend check`` and the worker)."""
+    p.add_argument("--chip", action="append", default=None,
+                   help=f"also check this Ascend SoC (repeatable; {' and '.join(DEFAULT_CHIPS)} are always checked "
+                        "unless --no-default-chips)")
+    p.add_argument("--no-default-chips", action="store_true", help="check only the --chip names given")
+    p.add_argument("--json", default=None, metavar="PATH", help="also write the full results as JSON")
+    p.add_argument("--full", action="store_true",
+                   help="the full launch matrix (every K, V, chunk size, flag, conv tile and norm width the ops "
+                        "can pick) instead of one representative launch per kernel and plan")
+    p.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="parallel compiles (default: CPU count)")
+    p.add_argument("--compile-timeout", type=float, default=600.0, metavar="S",
+                   help="seconds per compile before it is killed and reported as a timeout (default 600)")
+    p.add_argument("--cache-dir", default=None,
+                   help="compile cache (default $FLA_ASCEND_COMPILE_CACHE or ~/.cache/fla-ascend/compile)")
+    p.add_argument("--no-cache", action="store_true", help="compile again even when the cache has the result")
+    p.add_argument("--lowering-only", action="store_true", help="skip bishengir-compile (front end checks only)")
+    p.add_argument("--strict-a5", action="store_true", help="A5 compile failures fail the check (default: reported)")
 
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="fla_ascend.check.worker")
-    p.add_argument("--chip", action="append", default=None, help="SoC name (repeatable); default Ascend910B2")
-    p.add_argument("--json", default=None, help="write the results as JSON to this path")
+    add_arguments(p)
     p.add_argument("--registry", default="fla_ascend.check.registry",
-                   help="module with CASES (list of Case) and optional ALLOW (allow-list)")
+                   help="module with CASES (and FULL_CASES for --full) and optional ALLOW (allow-list)")
     p.add_argument("--discover", default="fla_ascend.ops",
                    help="package whose *_kernel functions must all be registered ('' to skip)")
     p.add_argument("--quiet", action="store_true", help="print only the verdict")
     return p
 
 
-def collect(chips: list[str], registry: str, discover: str) -> dict:
+def chips_of(args) -> list[str]:
+    """The chip names to check: the defaults (unless ``--no-default-chips``) then ``--chip``, deduplicated."""
+    names = [] if args.no_default_chips else list(DEFAULT_CHIPS)
+    for c in args.chip or []:
+        if c not in names:
+            names.append(c)
+    if not names:
+        raise ValueError("--no-default-chips needs at least one --chip")
+    return names
+
+
+def collect(args) -> dict:
     """Run everything and return the report dict (see docs/check.md for its keys)."""
-    from fla_ascend.check import runner
+    from fla_ascend.check import compiled, runner
     from fla_ascend.check.lower import require_compiler
     from fla_ascend.tiling.chips import get_chip
 
     require_compiler()
     t0 = time.perf_counter()
-    specs = [get_chip(c) for c in chips]
-    kernels, import_errors = runner.discover_kernels(discover) if discover else ({}, [])
-    reg = importlib.import_module(registry)
-    cases = list(reg.CASES)
+    specs = []
+    for c in chips_of(args):
+        s = get_chip(c)
+        if s.name not in [x.name for x in specs]:
+            specs.append(s)
+    kernels, import_errors = runner.discover_kernels(args.discover) if args.discover else ({}, [])
+    reg = importlib.import_module(args.registry)
+    cases = list(getattr(reg, "FULL_CASES", reg.CASES) if args.full else reg.CASES)
     allow = list(getattr(reg, "ALLOW", []))
     registered = {c.kernel for c in cases}
     missing = sorted(set(kernels) - registered)
@@ -44,21 +82,35 @@ def collect(chips: list[str], registry: str, discover: str) -> dict:
         if c.kernel not in lint_src:
             mod, name = c.kernel.rsplit(".", 1)
             lint_src[c.kernel] = getattr(importlib.import_module(mod), name)
-    results = {s.name: runner.check_cases(cases, s, lint_src) for s in specs}
+    results, modes, stage_s = {}, {}, {}
+    for s in specs:
+        t1 = time.perf_counter()
+        rs = compiled.merge_specialisations(runner.check_cases(cases, s, lint_src))
+        t2 = time.perf_counter()
+        if args.lowering_only:
+            modes[s.name] = "lowering only: --lowering-only"
+        else:
+            modes[s.name] = compiled.compile_results(rs, s, args.jobs, args.compile_timeout, args.cache_dir,
+                                                     use_cache=not args.no_cache, strict_a5=args.strict_a5)
+        stage_s[s.name] = {"lower_s": round(t2 - t1, 1), "compile_s": round(time.perf_counter() - t2, 1)}
+        results[s.name] = rs
     lint_findings = runner.lint_modules(lint_src)
     for rs in results.values():
         runner.apply_allowlist(rs, lint_findings, allow)
     flat = [r for rs in results.values() for r in rs]
     fails = runner.failures(flat, lint_findings, missing, import_errors)
     return {
-        "chips": {s.name: {"ub_bytes": s.ub_bytes, "cube_cores": s.cube_cores, "vector_cores": s.vector_cores}
-                  for s in specs},
+        "chips": {s.name: {"ub_bytes": s.ub_bytes, "l1_bytes": s.l1_bytes, "l0c_bytes": s.l0c_bytes,
+                           "cube_cores": s.cube_cores, "vector_cores": s.vector_cores, "mode": modes[s.name],
+                           **stage_s[s.name]} for s in specs},
+        "matrix": "full" if args.full else "representative",
         "results": {k: [r.to_dict() for r in v] for k, v in results.items()},
         "lint": lint_findings,
         "missing": missing,
         "import_errors": import_errors,
         "failures": fails,
         "n_cases": len(flat),
+        "jobs": args.jobs,
         "seconds": time.perf_counter() - t0,
     }
 
@@ -68,7 +120,7 @@ def main(argv=None) -> int:
     from fla_ascend.check.report import print_report, write_json
 
     try:
-        data = collect(args.chip or ["Ascend910B2"], args.registry, args.discover)
+        data = collect(args)
     except (RuntimeError, ValueError) as e:
         print(f"fla-ascend check: {e}", file=sys.stderr)
         return 2

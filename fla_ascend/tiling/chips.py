@@ -2,9 +2,12 @@
 
 Every row carries the source it was taken from and a confidence level, because most of these
 numbers come from public documents and configuration files rather than measurement. Unknown
-numbers are ``None``, never guessed. Names are the ones triton-ascend 3.2.0 accepts in
-``TRITON_ASCEND_ARCH`` (``triton/backends/ascend/utils.py``, ``get_ascend_arch_from_env``) plus
-the marketing aliases ``Ascend950PR`` / ``Ascend910_95``.
+numbers are ``None``, never guessed. Names are the A2/A3/A5 ones triton-ascend 3.2.0 accepts in
+``TRITON_ASCEND_ARCH`` (``triton/backends/ascend/utils.py``, ``get_ascend_arch_from_env``), each also
+a ``--target`` that ``bishengir-compile`` (A2/A3) or ``bishengir-compile-a5`` (A5) accepts
+(tests/check/test_compile.py compiles a kernel for every row). The marketing names ``Ascend950PR``,
+``Ascend950`` and ``Ascend910_95`` are aliases of ``Ascend910_9599``: none is a compiler target
+(``Cannot find option named 'Ascend950PR'``).
 
 Sources:
 
@@ -107,12 +110,13 @@ for _n in ("Ascend910_9362", "Ascend910_9372", "Ascend910_9381", "Ascend910_9382
                           confidence="medium: per-SKU differences within 93xx unknown; values per die"))
 _A5 = dict(ub_bytes=253952, l1_bytes=524288, l0a_bytes=64 * KiB, l0b_bytes=64 * KiB, l0c_bytes=256 * KiB,
            hbm_bytes=128 * 10**9, hbm_bw=1.6e12, peak_bf16_flops=432e12, compile_on_910_95=True)
-_ROWS.append(ChipSpec("Ascend950PR", 32, 64, **_A5,
-                      source="public A5 (Ascend 950PR / 910_95) briefs; UB = usable bytes per vector core",
+_ROWS.append(ChipSpec("Ascend910_9599", 32, 64, **_A5,
+                      source="public A5 (Ascend 950PR / 910_95) briefs; UB = usable bytes per vector core "
+                             "(bishengir-compile-a5: 2031616 bits available)",
                       confidence="medium-high: one SKU has 28 / 56 cores; bandwidth unconfirmed",
-                      aliases=("Ascend910_95", "Ascend950")))
-for _n in ("Ascend910_9579", "Ascend910_9581", "Ascend910_9589", "Ascend910_9599"):
-    _ROWS.append(ChipSpec(_n, 32, 64, **_A5, source="as Ascend950PR (same generation, 910_95xx SoC names)",
+                      aliases=("Ascend950PR", "Ascend910_95", "Ascend950")))
+for _n in ("Ascend910_9579", "Ascend910_9581", "Ascend910_9589"):
+    _ROWS.append(ChipSpec(_n, 32, 64, **_A5, source="as Ascend910_9599 (same generation, 910_95xx SoC names)",
                           confidence="low: which 910_95xx SKU has 28 / 56 cores is not known here"))
 
 CHIPS: dict[str, ChipSpec] = {c.name: c for c in _ROWS}
@@ -154,7 +158,7 @@ def get_chip(name: str | ChipSpec | None = None) -> ChipSpec:
     key = _LOOKUP.get(name.strip().lower())
     if key is None:
         raise ValueError(f"unknown Ascend chip {name!r}; known: {', '.join(list_chips())} "
-                         f"(aliases: Ascend950, Ascend910_95)")
+                         f"(aliases: Ascend950PR, Ascend950, Ascend910_95 = Ascend910_9599)")
     return CHIPS[key]
 
 

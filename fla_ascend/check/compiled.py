@@ -1,0 +1,129 @@
+"""The check's compile stage: merge launches that lowered to the same specialisation, compile each
+distinct one with ``bishengir-compile`` (:func:`fla_ascend.check.compile.compile_module`) in parallel,
+and turn the compiled plan into report fields and findings.
+
+Findings (severity ``error`` on A2/A3 chips; on A5 ``warning`` unless ``strict_a5``):
+
+- ``compile_<class>``: the compiler rejected the launch (``compile_ub_overflow``, ``compile_l1_overflow``,
+  ``compile_l0c_overflow``, ``compile_crash``, ``compile_timeout``, ``compile_other``...).
+- ``ub_headroom``: the planned UB leaves less than :data:`UB_HEADROOM` of the chip's UB free.
+- ``ub_model_vs_plan``: the UB model (:func:`fla_ascend.tiling.ub.predict`, charged bytes) is below the
+  planned UB or above :data:`MODEL_MAX_RATIO` times it.
+"""
+from __future__ import annotations
+
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+from fla_ascend.check.compile import compile_module, compiler_available, is_a5
+from fla_ascend.tiling.chips import ChipSpec
+
+__all__ = ["merge_specialisations", "compile_results", "UB_HEADROOM", "MODEL_MAX_RATIO"]
+
+UB_HEADROOM = 0.10
+"""Share of UB a launch's plan must leave free on every chip (the compiler's retries, CANN's code
+generator and later kernel edits need room)."""
+
+MODEL_MAX_RATIO = 1.3
+"""The UB model must satisfy ``plan <= model <= MODEL_MAX_RATIO x plan`` (it picks tiles for NPU
+launch plans: below the plan it lets a tile overflow, far above it wastes UB)."""
+
+
+def _row_key(r) -> tuple:
+    return (r.kernel, r.ttadapter_sha256, tuple(sorted(r.options.items())),
+            tuple(sorted((f["code"], f["message"]) for f in r.findings)))
+
+
+def merge_specialisations(results: list) -> list:
+    """Merge results of one chip that lowered to the same text with the same options (the same
+    compiled kernel) and carry the same lowering findings: the first row is kept and the others'
+    configs are appended to its ``configs``. Unlowered rows are kept as they are. (Rows that differ
+    only in findings stay apart; :func:`compile_results` still compiles their kernel once.)"""
+    out, seen = [], {}
+    for r in results:
+        if not r.lowered:
+            out.append(r)
+            continue
+        k = _row_key(r)
+        if k not in seen:
+            seen[k] = r
+            out.append(r)
+        else:
+            seen[k].configs += [c for c in r.configs if c not in seen[k].configs]
+    return out
+
+
+def _finding(code, message, severity="error", where=""):
+    return {"code": code, "message": message, "severity": severity, "where": where}
+
+
+def _apply(r, res, chip: ChipSpec, strict_a5: bool) -> None:
+    sev = "warning" if is_a5(chip.name) and not strict_a5 else "error"
+    r.compiled = res.ok
+    r.compile_error_class, r.compile_message = res.error_class, res.message
+    r.compile_needed_bytes, r.compile_available_bytes = res.needed_bytes, res.available_bytes
+    r.compile_seconds, r.compile_cached, r.module_path = round(res.seconds, 3), res.cached, res.module_path
+    r.compile_cpu_seconds = None if res.cpu_seconds is None else round(res.cpu_seconds, 3)
+    if res.facts is not None:
+        f = res.facts
+        r.core_type = f.core_type
+        r.planned = {sp: f.planned_bytes.get(sp, 0) for sp in ("ub", "l1", "l0c")}
+        caps = {"ub": chip.ub_bytes, "l1": chip.l1_bytes, "l0c": chip.l0c_bytes}
+        r.share = {sp: round(r.planned[sp] / caps[sp], 4) for sp in caps if caps[sp]}
+        r.multibuffered = dict(f.multibuffered)
+        r.intra_core_syncs, r.cross_core_syncs = f.n_intra_core_syncs, f.n_cross_core_syncs
+    if not res.ok:
+        extra = ""
+        if res.needed_bytes is not None:
+            extra = f" ({res.needed_bytes} B needed of {res.available_bytes} B {res.space.upper()})"
+        r.findings.append(_finding(f"compile_{res.error_class}", f"bishengir-compile: {res.message}{extra}", sev))
+        return
+    ub = r.planned.get("ub", 0)
+    if ub > (1 - UB_HEADROOM) * chip.ub_bytes:
+        r.findings.append(_finding("ub_headroom", f"planned UB {ub} B = {ub / chip.ub_bytes:.0%} of {chip.ub_bytes} B "
+                                   f"(at most {1 - UB_HEADROOM:.0%})", sev))
+    if r.model_bytes is not None and ub:
+        r.model_vs_plan = round(r.model_bytes / ub, 3)
+        if not 1.0 <= r.model_vs_plan <= MODEL_MAX_RATIO:
+            r.findings.append(_finding("ub_model_vs_plan", f"UB model {r.model_bytes} B vs planned {ub} B: ratio "
+                                       f"{r.model_vs_plan} outside [1, {MODEL_MAX_RATIO}]", sev))
+
+
+def compile_results(results: list, chip: ChipSpec, jobs: int, timeout_s: float, cache_dir: str | None,
+                    use_cache: bool = True, strict_a5: bool = False, log=sys.stderr) -> str:
+    """Compile every lowered result of ``chip`` (one compile per distinct specialisation, ``jobs``
+    at a time) and fill in its compiled fields and findings, in place.
+
+    Each compile is its own ``bishengir-compile`` process; the pool only waits on them, so it is a
+    thread pool.
+
+    Returns:
+        ``"compiled"``, or ``"lowering only: ..."`` with the reason when the compiler for ``chip``
+        is not installed (then nothing is compiled).
+    """
+    if not compiler_available(chip.name):
+        return "lowering only: ascendnpu-ir (bishengir-compile) is not installed; pip install ascendnpu-ir"
+    groups: dict = {}
+    for r in results:
+        if r.lowered and r.ttadapter:
+            groups.setdefault((r.ttadapter_sha256, tuple(sorted(r.options.items()))), []).append(r)
+    todo = list(groups.items())
+    t0, done = time.perf_counter(), 0
+
+    def work(item):
+        (_sha, opts), rows = item
+        return item, compile_module(rows[0].ttadapter, chip.name, dict(opts), timeout_s=timeout_s,
+                                    cache_dir=cache_dir, use_cache=use_cache)
+
+    with ThreadPoolExecutor(max_workers=max(1, jobs)) as ex:
+        for ((_sha, _opts), rows), res in ex.map(work, todo):
+            done += 1
+            for r in rows:
+                _apply(r, res, chip, strict_a5)
+            if log is not None and (res.seconds > 10 and not res.cached or done == len(todo)):
+                name = rows[0].kernel.rsplit(".", 1)[-1]
+                print(f"[{chip.name}] {done}/{len(todo)} compiled ({time.perf_counter() - t0:.0f} s): {name} "
+                      f"[{rows[0].config}] {'ok' if res.ok else res.error_class} in {res.seconds:.1f} s"
+                      f"{' (cached)' if res.cached else ''}", file=log, flush=True)
+    return "compiled"
