@@ -103,7 +103,7 @@ FWD_TILES = [
     Tile(("ACT + USE_H0", "BT", "BD"), "fp32", "initial-state window, SiLU temporaries"),
 ]
 BWD_TILES = [
-    Tile((13, "BT", "BD"), "fp32", "dy and window loads of one tap, dx and dpre accumulators, masks",
+    Tile((14, "BT", "BD"), "fp32", "dy and window loads of one tap, dx and dpre accumulators, masks",
          buffered=False),
     Tile(("ACT + USE_H0 + HAS_DHT", "BT", "BD"), "fp32", "recomputed pre-activation, state window, dht"),
 ]

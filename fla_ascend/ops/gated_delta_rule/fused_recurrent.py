@@ -101,6 +101,7 @@ RECURRENT_TILES = [
     Tile(("BK",), "in", "q load"), Tile(("BK",), "in", "k load"), Tile(("BV",), "in", "v load"),
     Tile(("BK",), "fp32", "q"), Tile(("BK",), "fp32", "k"), Tile(("BV",), "fp32", "v"), Tile(("BV",), "fp32", "o"),
     Tile((128,), "fp32", "scalars: g, beta, norms, one-element reductions"),
+    Tile((60, "BV"), "fp32", "per-step [BV] temporaries (31776 B planned at BK = 16, BV = 64)"),
 ]
 """Live tiles of :func:`fused_recurrent_gated_delta_rule_kernel` for the UB model, for a launch
 with ``multibuffer=False``. bishengir-compile (Ascend910B2) then plans four ``[BK, BV]`` fp32
