@@ -195,7 +195,7 @@ def chunk_wy_fwd_kernel(
     DOT_PRECISION: tl.constexpr, AI_MODE: tl.constexpr, IS_VARLEN: tl.constexpr, TASK_LOOP: tl.constexpr,
 ):
     """Stage 2 forward (module doc). UB on an A2/A3 vector core: at ``BT = 64`` the launch that
-    computes the inverse plans 195136-195584 B of the 196608 B UB (99%; 186432 B at K = 16;
+    computes the inverse plans 195136-196608 B of the 196608 B UB (99-100%; 186432 B at K = 16;
     bishengir-compile, Ascend910B2, 2026-12-01), whatever ``BK`` (194560-195136 B for 32 to 128) and with or without
     multi-buffering: about twelve ``[BT, BT]`` float32 buffers of the inverse (the ``[BT/16, 16,
     BT/16, 16]`` diagonal-block masks and the four ``BT x BT`` products), which ``BK`` does not
