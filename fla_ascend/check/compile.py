@@ -23,7 +23,8 @@ passes (memory planning of UB, L1 = ``cbuf`` and L0C = ``cc`` included) returns 
 compile fails at the end and the A5 binary reruns its pipeline five times. Not visible this way:
 code generation, registers, L0A/L0B limits, binary size, link errors (../shared/ascend-compiler.md).
 
-Results are cached by the sha256 of (ttadapter text, chip, options, compiler version) under
+Results are cached by the sha256 of (ttadapter text without source locations, chip, options, compiler
+version; :func:`ir_fingerprint`) under
 ``cache_dir`` (default ``$FLA_ASCEND_COMPILE_CACHE`` or ``~/.cache/fla-ascend/compile``).
 
 Usage::
@@ -56,7 +57,7 @@ from pathlib import Path
 
 __all__ = ["CompileResult", "ModuleFacts", "compile_module", "compiler_path", "compiler_version",
            "compiler_available", "compile_argv", "parse_module", "classify_error", "default_cache_dir",
-           "is_a5", "ERROR_CLASSES", "CACHE_ENV", "SPACES"]
+           "is_a5", "ir_fingerprint", "ERROR_CLASSES", "CACHE_ENV", "SPACES"]
 
 CACHE_ENV = "FLA_ASCEND_COMPILE_CACHE"
 """Environment variable that overrides the default cache directory."""
@@ -400,8 +401,21 @@ def classify_error(log: str, returncode: int | None) -> tuple[str, str, str, int
 
 
 # ----------------------------------------------------------------------------- compile
+_LOC_DEF_RE = re.compile(r"^#loc\d*\s*=.*$\n?", re.M)
+_LOC_REF_RE = re.compile(r"\s*loc\((?:[^()]|\((?:[^()]|\([^()]*\))*\))*\)")
+
+
+def ir_fingerprint(text: str) -> str:
+    """sha256 of an MLIR text without its source locations (``#locN = loc(...)`` lines and ``loc(...)``
+    annotations). The same kernel lowered twice gives the same fingerprint, whatever the checkout's
+    path and the location numbering (which varies between processes with line info on)."""
+    stripped = _LOC_REF_RE.sub("", _LOC_DEF_RE.sub("", text))
+    return hashlib.sha256(stripped.encode("utf-8")).hexdigest()
+
+
 def _key(text: str, chip: str, argv_opts: list[str], version: str) -> str:
-    blob = json.dumps({"ttadapter": text, "chip": chip, "options": argv_opts, "compiler": version}, sort_keys=True)
+    blob = json.dumps({"ttadapter": ir_fingerprint(text), "chip": chip, "options": argv_opts, "compiler": version},
+                      sort_keys=True)
     return hashlib.sha256(blob.encode("utf-8")).hexdigest()
 
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import fnmatch
-import hashlib
 import importlib
 import inspect
 import os
@@ -20,6 +19,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Callable
 
 from fla_ascend.check import irscan, lint
+from fla_ascend.check.compile import ir_fingerprint
 from fla_ascend.check.lower import lower
 from fla_ascend.tiling import ub
 from fla_ascend.tiling.chips import ChipSpec
@@ -143,7 +143,7 @@ class CaseResult:
     """Everything reported for one kernel launch (one specialisation) and chip.
 
     Lowering fields: ``lowered``, ``stage``/``error`` of a failed lowering, ``mix_mode``,
-    ``ttadapter_sha256`` (of the lowered text), ``options`` (the launch's compile options).
+    ``ttadapter_sha256`` (of the lowered text without source locations: ``compile.ir_fingerprint``), ``options`` (the launch's compile options).
     Compile fields (filled by :mod:`fla_ascend.check.compiled`; ``compiled`` is None when the
     compiler was not run): ``core_type``, ``planned`` (bytes per space ``ub``/``l1``/``l0c``),
     ``share`` (of the chip's capacity), ``multibuffered``, ``intra_core_syncs``,
@@ -244,7 +244,7 @@ def _evaluate(case: Case, launch: Launch, chip: ChipSpec) -> CaseResult:
         r.findings.append(_finding("lowering_failed", f"stage {low.stage}: {_first_error(low.error)}"))
         return r
     r.ttadapter = low.ttadapter
-    r.ttadapter_sha256 = hashlib.sha256(low.ttadapter.encode("utf-8")).hexdigest()
+    r.ttadapter_sha256 = ir_fingerprint(low.ttadapter)
     facts = irscan.scan(low.ttadapter, name)
     r.mix_mode, r.matmuls = facts.mix_mode, facts.matmuls
     mb_on = opts.get("multibuffer", chip.default_multibuffer)

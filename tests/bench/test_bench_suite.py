@@ -183,7 +183,7 @@ def test_op_call_runs_the_suites_call():
 @pytest.mark.parametrize("op, variant, module, attr", [
     ("causal_conv1d", "16x32w2", "fla_ascend.ops.causal_conv1d.conv", "CUDA_TILES"),
     ("causal_conv1d", "32x32w4/16x32w2", "fla_ascend.ops.causal_conv1d.conv", "CUDA_TILES"),
-    ("fused_recurrent_gated_delta_rule", "16w2", "fla_ascend.ops.gated_delta_rule.fused_recurrent", "_recurrent_bv"),
+    ("fused_recurrent_gated_delta_rule", "16w2", "fla_ascend.ops.gated_delta_rule.fused_recurrent", "_recurrent_tiles"),
     ("rms_norm_gated", "4w2", "fla_ascend.ops.norm.rms_norm_gated", "row_block"),
 ])
 def test_tile_ab_script(tmp_path, op, variant, module, attr):

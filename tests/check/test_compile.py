@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from fla_ascend.check.compile import (classify_error, compile_argv, compile_module, compiler_available,
-                                      parse_module)
+                                      ir_fingerprint, parse_module)
 from fla_ascend.tiling.chips import CHIPS
 
 HERE = Path(__file__).parent / "ttadapter"
@@ -54,6 +54,17 @@ def test_classify_overflow_crash_target():
     assert cls == "crash" and "Assertion" in msg
     cls, *_ = classify_error("for the --target option: Cannot find option named 'Ascend950PR'!", 1)
     assert cls == "invalid_target"
+
+
+def test_fingerprint_ignores_source_locations():
+    """With line info on, the location numbering of one kernel's ttadapter varies between processes
+    (and the paths with the checkout): the cache key and the merge of launches ignore locations."""
+    a = ('#loc1 = loc("/a/wy.py":52:43)\n#loc76 = loc(callsite(#loc1 at #loc2))\nmodule {\n'
+         '  %0 = arith.addf %a, %b : f32 loc(#loc76)\n} loc(#loc)\n')
+    b = ('#loc1 = loc("/b/wy.py":52:43)\n#loc77 = loc(callsite(#loc1 at #loc3))\nmodule {\n'
+         '  %0 = arith.addf %a, %b : f32 loc(#loc77)\n} loc(#loc)\n')
+    assert ir_fingerprint(a) == ir_fingerprint(b)
+    assert ir_fingerprint(a) != ir_fingerprint(a.replace("addf", "mulf"))
 
 
 def test_parse_module_text():

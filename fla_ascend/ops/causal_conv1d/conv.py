@@ -48,6 +48,7 @@ from fla_ascend.ops.utils.validation import check_same_device, check_tensor, che
 from fla_ascend.tiling import check_int32_offsets, task_plan
 from fla_ascend.tiling.grid import CUDA_MAX_GRID_X, MAX_GRID
 from fla_ascend.tiling.sizes import cdiv, next_pow2
+from fla_ascend.tiling.ub import Tile
 
 ACTIVATIONS = (None, "silu", "swish")
 MAX_W = 16
@@ -72,16 +73,50 @@ def _tiles(D: int, stage: str) -> tuple[int, int, int]:
     sequence kernel and its warp count (CUDA only).
 
     NPU: one float32 ``[BT, BD]`` tile is 8 KiB (2048 elements), for both stages. The backward, the
-    largest, holds one tap's ``W`` window loads of ``x`` and of the state, ``dy``, ``dht`` and the
-    accumulators: with bf16, W = 4, ``[16, 128]`` tiles the lowered IR allocates 49.5 KiB, 99 KiB with
-    multibuffer, within the 192 KiB UB of an A2/A3 vector core (docs/ascend-rules.md, R4;
-    ``fla-ascend check``). Elsewhere :data:`CUDA_TILES`.
+    largest, holds one tap's window loads of ``x`` and of the state, ``dy``, ``dht`` and the
+    accumulators: with bf16, W = 4, ``[16, 128]`` tiles bishengir-compile plans 148864 B of the
+    196608 B UB of an A2/A3 vector core (:data:`BWD_TILES`; docs/check.md). Elsewhere
+    :data:`CUDA_TILES`.
     """
     if backend.device_type() == "npu":
         BD = min(128, next_pow2(D))
         return max(8, 2048 // BD), BD, 4
     BT, BD, num_warps = CUDA_TILES[stage]
     return BT, min(BD, next_pow2(D)), num_warps
+
+
+UNROLL_TAPS = tl.constexpr(backend.is_cuda_compiled())
+"""Whether the pre-activation's tap loop is unrolled (compiled CUDA, as timed in cases.md) or a
+runtime loop (NPU, interpreter): unrolled, its ``2 W`` masked window loads in one block made
+bishengir-compile's sync solver (``GraphSyncSolver``) take 13-34 s per forward and backward
+launch on a 2-core machine (docs/check.md)."""
+
+
+# Live tiles for the UB model (fla_ascend.tiling.ub), calibrated on bishengir-compile's plan for
+# Ascend910B2 (bf16, W = 4, [BT, BD] = [16, 128]; docs/check.md): flags (ACT, USE_H0, HAS_DHT)
+# enter the sizes as 0/1. The sequence kernels' plans are counted in [BT, BD] fp32 tiles: the
+# forward 57184 B plain, 83552 B with SiLU and an initial state; the backward 90976 B plain,
+# 148864 B with SiLU, initial state and final-state gradient. The states backward: 43872 B.
+# BT * BD is 2048 for every D (see _tiles), so the counts hold for every D.
+FWD_TILES = [
+    Tile((7, "BT", "BD"), "fp32", "one tap's window, masks, accumulator, casts", buffered=False),
+    Tile(("ACT + USE_H0", "BT", "BD"), "fp32", "initial-state window, SiLU temporaries"),
+]
+BWD_TILES = [
+    Tile((14, "BT", "BD"), "fp32", "dy and window loads of one tap, dx and dpre accumulators, masks",
+         buffered=False),
+    Tile(("ACT + USE_H0 + HAS_DHT", "BT", "BD"), "fp32", "recomputed pre-activation, state window, dht"),
+]
+STATES_BWD_TILES = [
+    Tile((4, "BW", "BD"), "fp32", "dh, dht, weight taps, product"),
+    Tile((12, "BD"), "fp32", "rows of dy, x, state, weight, pre-activation"),
+    Tile(("BD", 16), "in", "[BD, BW] transposed store (W padded to 16)"),
+    Tile(("BD", 8), "fp32", "transpose temporary"),
+]
+STATES_FWD_TILES = [  # planned 32704 B
+    Tile((16, "BW", "BD"), "fp32", "window loads, masks, the transposed [BD, BW] store", buffered=False)]
+UPDATE_TILES = [  # planned 66272 B
+    Tile((33, "BD", "BW"), "fp32", "cache, weight, shifted cache, products, masks", buffered=False)]
 
 
 @triton.jit
@@ -139,12 +174,22 @@ def _pre_activation(x, h0t, wt, bias, p_x0, s_xt, p_h0, o_r, lo, hi, m_row, o_d,
     b_y = tl.zeros([o_r.shape[0], o_d.shape[0]], dtype=tl.float32)  # [R, BD]
     if HAS_BIAS:
         b_y += tl.load(bias + o_d, mask=m_d, other=0.0).to(tl.float32)[None, :]
-    for w in tl.static_range(W):
-        b_w = tl.load(wt + w * D + o_d, mask=m_d, other=0.0).to(tl.float32)  # [BD]
-        b_x = _load_window(x, h0t, p_x0, s_xt, p_h0, o_r + (w - (W - 1)), lo, hi, m_row, o_d, m_d, D,
-                           W, USE_H0)  # [R, BD]
-        b_y += b_x * b_w[None, :]
+    if UNROLL_TAPS:
+        for w in tl.static_range(W):
+            b_y += _tap(x, h0t, wt, p_x0, s_xt, p_h0, o_r, lo, hi, m_row, o_d, m_d, D, w, W, USE_H0)
+    else:
+        for w in tl.range(0, W):
+            b_y += _tap(x, h0t, wt, p_x0, s_xt, p_h0, o_r, lo, hi, m_row, o_d, m_d, D, w, W, USE_H0)
     return b_y
+
+
+@triton.jit
+def _tap(x, h0t, wt, p_x0, s_xt, p_h0, o_r, lo, hi, m_row, o_d, m_d, D, w, W: tl.constexpr, USE_H0: tl.constexpr):
+    """Tap ``w`` of the pre-activation: ``wt[w] * x[o_r - (W - 1) + w]`` as a float32 ``[R, BD]`` tile."""
+    b_w = tl.load(wt + w * D + o_d, mask=m_d, other=0.0).to(tl.float32)  # [BD]
+    b_x = _load_window(x, h0t, p_x0, s_xt, p_h0, o_r + (w - (W - 1)), lo, hi, m_row, o_d, m_d, D,
+                       W, USE_H0)  # [R, BD]
+    return b_x * b_w[None, :]
 
 
 @triton.jit
@@ -274,7 +319,9 @@ def _conv_bwd_tile_taps(
             b_dp = b_dp * b_s * (1.0 + b_p * (1.0 - b_s))
         b_w = tl.load(wt + j * D + o_d, mask=m_d, other=0.0).to(tl.float32)  # [BD]
         b_dx += b_dp * b_w[None, :]
-        b_dp0 = b_dp
+        # the last iteration's tile, selected rather than assigned: a loaded tile carried out of a
+        # runtime loop crashes bishengir-compile-a5 (tests/check/compiler_repros/loop_carried_load.py)
+        b_dp0 = tl.where(j == W - 1, b_dp, b_dp0)
     # b_dp0 is zero past the sequence end (its dy load was masked by m_t); the weight loop stays a
     # runtime loop on the NPU (one window load live at a time)
     _conv_bwd_tile_finish(b_dx, b_dp0, x, h0t, dhtt, dx, dw_part, db_part, i_b, i_c, bos, t0, lo, hi, o_t, m_t,
@@ -441,19 +488,29 @@ def _states_bwd_task(
     p_dy0 = i_b * s_dyb + bos * s_dyt
     p_h0 = i_n * W * D
     b_dh = tl.zeros([BW, BD], dtype=tl.float32)  # [BW, BD]
-    # column c feeds tap w of the output at position c - 1 - w (when inside the sequence)
-    for w in tl.static_range(W):
-        o_q = o_c - 1 - w
-        m_q = (o_q >= 0) & (o_q < L32) & m_c
-        b_dp = tl.load(dy + p_dy0 + o_q[:, None] * s_dyt + o_d[None, :], mask=m_q[:, None] & m_d[None, :],
-                       other=0.0).to(tl.float32)  # [BW, BD]
+    # Column c of the state is position c - W; it feeds tap w = c - 1 - p of the output at position
+    # p = 0 .. W - 2 (when inside the sequence). One runtime loop over p with the pre-activation of
+    # row p as [BD] rows: bishengir-compile's sync solver took 100-667 s on the former unrolled
+    # W x W [BW, BD] window loads (docs/check.md).
+    for p in tl.range(0, tl.minimum(L32, W - 1)):
+        b_dp = tl.load(dy + p_dy0 + p * s_dyt + o_d, mask=m_d, other=0.0).to(tl.float32)  # [BD]
         if ACT:
-            b_p = _pre_activation(x, h0t, wt, bias, p_x0, s_xt, p_h0, o_q, 0, L32, m_q, o_d, m_d, D,
-                                  W, True, HAS_BIAS)  # [BW, BD]
-            b_s = sigmoid(b_p)
-            b_dp = b_dp * b_s * (1.0 + b_p * (1.0 - b_s))
-        b_w = tl.load(wt + w * D + o_d, mask=m_d, other=0.0).to(tl.float32)  # [BD]
-        b_dh += b_dp * b_w[None, :]
+            b_pre = tl.zeros([BD], dtype=tl.float32)  # [BD]
+            if HAS_BIAS:
+                b_pre += tl.load(bias + o_d, mask=m_d, other=0.0).to(tl.float32)
+            # tap w reads position p - (W - 1) + w: state row p + 1 + w before the sequence, x after
+            for w in tl.range(0, W - 1 - p):
+                b_pre += tl.load(h0t + p_h0 + (p + 1 + w) * D + o_d, mask=m_d, other=0.0).to(tl.float32) * \
+                    tl.load(wt + w * D + o_d, mask=m_d, other=0.0).to(tl.float32)  # [BD]
+            for w in tl.range(W - 1 - p, W):
+                b_pre += tl.load(x + p_x0 + (p - (W - 1) + w) * s_xt + o_d, mask=m_d, other=0.0).to(tl.float32) * \
+                    tl.load(wt + w * D + o_d, mask=m_d, other=0.0).to(tl.float32)  # [BD]
+            b_s = sigmoid(b_pre)
+            b_dp = b_dp * b_s * (1.0 + b_pre * (1.0 - b_s))
+        m_w = (p + 1 <= o_c) & m_c  # tap o_c - 1 - p >= 0 (bound written `s <= o`, see module doc)
+        b_w = tl.load(wt + (o_c - 1 - p)[:, None] * D + o_d[None, :], mask=m_w[:, None] & m_d[None, :],
+                      other=0.0).to(tl.float32)  # [BW, BD]
+        b_dh += b_w * b_dp[None, :]
     if HAS_DHT:
         # a sequence shorter than W passes columns L .. W - 1 of h0 to columns 0 .. W - 1 - L of ht
         m_j = (L32 <= o_c) & m_c

@@ -283,6 +283,13 @@ def chunk_bwd_dqkwg_kernel(
     H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr,
     BT: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr, IS_VARLEN: tl.constexpr, TASK_LOOP: tl.constexpr,
 ):
+    """dq, dk, dw and the gate gradient of one chunk. UB on an A2/A3 vector core: at ``BT = 64``
+    bishengir-compile (Ascend910B2, 2026-12-01) plans 186400-196384 B of the 196608 B UB (95-100%,
+    K and V from 64 to 256),
+    and 166048-195104 B for every ``BK``, ``BV`` in {32, 64} with or without multi-buffering
+    (141152 B at 16 x 16): about twelve ``[BT, BT]`` float32 buffers (``dS``, ``S``, the gated
+    products and their masks) dominate. ``chunk_size = 32`` plans 165280 B (84%), 16 plans
+    149440 B. The plan fits; it leaves under 2% free."""
     if TASK_LOOP:
         for i_task in tl.range(tl.program_id(0), n_tasks, n_programs):
             _chunk_bwd_dqkwg_task(i_task, q, k, v_new, h, dh, do, dv_new, g_cum, dq, dk, dw, dg_parts,

@@ -24,11 +24,11 @@ from fla_ascend.tiling.sizes import cdiv, next_pow2
 from fla_ascend.tiling.ub import Tile
 
 TILE_ELEMS = 4096
-"""Elements of one ``[BM, BK]`` task. UB: two float32 tiles (the slice loaded, the sum), each
-charged twice by the automatic multibuffer, 4096 x 4 B x 4 = 64 KiB of the 192 KiB of an A2/A3
-vector core (docs/ascend-rules.md, R4)."""
+"""Elements of one ``[BM, BK]`` task. UB: bishengir-compile plans 81920 B (five float32 tiles: the
+slices loaded, the sum, multi-buffered) of the 196608 B of an A2/A3 vector core (docs/check.md)."""
 
-GVA_SUM_TILES = [Tile(("BM", "BK"), "fp32", "slice of one value head"), Tile(("BM", "BK"), "fp32", "group sum")]
+GVA_SUM_TILES = [Tile((5, "BM", "BK"), "fp32", "slices of value heads, group sum (bishengir-compile's A2 plan)",
+                      buffered=False)]
 
 
 @triton.jit

@@ -194,6 +194,13 @@ def chunk_wy_fwd_kernel(
     BT: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr,
     DOT_PRECISION: tl.constexpr, AI_MODE: tl.constexpr, IS_VARLEN: tl.constexpr, TASK_LOOP: tl.constexpr,
 ):
+    """Stage 2 forward (module doc). UB on an A2/A3 vector core: at ``BT = 64`` the launch that
+    computes the inverse plans 195136-196608 B of the 196608 B UB (99-100%; 186432 B at K = 16;
+    bishengir-compile, Ascend910B2, 2026-12-01), whatever ``BK`` (194560-195136 B for 32 to 128) and with or without
+    multi-buffering: about twelve ``[BT, BT]`` float32 buffers of the inverse (the ``[BT/16, 16,
+    BT/16, 16]`` diagonal-block masks and the four ``BT x BT`` products), which ``BK`` does not
+    touch. ``chunk_size = 32`` plans 166272 B (85%), 16 plans 61568 B; a launch that loads the
+    inverse (``AI_MODE = "load"``) 35072 B. The compiler's plan fits; it leaves under 10% free."""
     if TASK_LOOP:
         for i_task in tl.range(tl.program_id(0), n_tasks, n_programs):
             _chunk_wy_fwd_task(i_task, k, v, g_cum, beta_t, w, u, Ai, chunk_indices, cu_seqlens, T, NT, TT,
@@ -361,6 +368,11 @@ def chunk_wy_bwd_kernel(
     BT: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr, DOT_PRECISION: tl.constexpr, IS_VARLEN: tl.constexpr,
     TASK_LOOP: tl.constexpr,
 ):
+    """Stage 2 backward. UB on an A2/A3 vector core: at ``BT = 64`` bishengir-compile (Ascend910B2,
+    2026-12-01) plans 188928 B of the 196608 B UB (96%) at K = 100 to 256, and all of it (196608 B)
+    at K = V = 64: the ``[BT, BT]`` float32 gradients of ``A`` and their temporaries dominate, not
+    the ``BK``/``BV`` slabs. ``chunk_size = 32`` plans 150784 B (77%), 16 plans 99264 B. The plan
+    fits; it leaves 0-4% free."""
     if TASK_LOOP:
         for i_task in tl.range(tl.program_id(0), n_tasks, n_programs):
             _chunk_wy_bwd_task(i_task, k, v, g_cum, beta_t, Ai, dw, du, dk_in, dk, dv, dbeta_t, dg_parts,

@@ -17,6 +17,7 @@ from fla_ascend.backend import launch_options
 from fla_ascend.ops.gated_delta_rule.inputs import check_extra_kwargs, validate_inputs
 from fla_ascend.tiling import task_plan
 from fla_ascend.tiling.sizes import cdiv, next_pow2
+from fla_ascend.tiling.ub import Tile, fit_tiles
 
 
 @triton.jit
@@ -133,9 +134,40 @@ CUDA_WARPS = 2
 2 warps reach 83-84% (B64) and 92% (B256) of copy bandwidth at T = 1, 4 warps 76% / 82%."""
 
 
-def _recurrent_bv(V: int) -> int:
-    """``BV``: 32 on CUDA (enough programs to saturate HBM at decode batch sizes), else up to 64."""
-    return min(32 if backend.device_type() == "cuda" else 64, next_pow2(V))
+RECURRENT_TILES = [
+    *(Tile(("BK", "BV"), "fp32", name) for name in ("state h", "h * k / h * q", "decayed h", "k v^T update")),
+    Tile(("BK",), "in", "q load"), Tile(("BK",), "in", "k load"), Tile(("BV",), "in", "v load"),
+    Tile(("BK",), "fp32", "q"), Tile(("BK",), "fp32", "k"), Tile(("BV",), "fp32", "v"), Tile(("BV",), "fp32", "o"),
+    Tile((128,), "fp32", "scalars: g, beta, norms, one-element reductions"),
+    Tile((60, "BV"), "fp32", "per-step [BV] temporaries (31776 B planned at BK = 16, BV = 64)"),
+]
+"""Live tiles of :func:`fused_recurrent_gated_delta_rule_kernel` for the UB model, for a launch
+with ``multibuffer=False``. bishengir-compile (Ascend910B2) then plans four ``[BK, BV]`` fp32
+buffers (the state and the products of one time step) plus the per-token vectors: 133540 B at
+``BK = 128, BV = 64``. With multi-buffering on it first tries to double them and, where that
+overflows, retries with code motion and multi-buffering off and plans five: 167204 B at
+``BK = 128, BV = 64``, and 264960 B (an overflow) at ``BK = 256, BV = 64``. Hence the NPU plan
+below."""
+
+NPU_UB_MARGIN = 0.9
+"""Share of UB the NPU plan lets :data:`RECURRENT_TILES` take (the model is calibrated to be at
+least the compiler's plan, docs/check.md)."""
+
+
+def _recurrent_tiles(K: int, V: int, x: torch.Tensor) -> tuple[int, dict]:
+    """``(BV, Ascend launch options)``. CUDA: ``BV = 32`` (enough programs to saturate HBM at
+    decode batch sizes). NPU: the largest ``BV`` of 64, 32, 16, 8 whose :data:`RECURRENT_TILES`
+    fit :data:`NPU_UB_MARGIN` of UB single-buffered (``BV = 64`` at ``K <= 128``, 32 at
+    ``K = 256``), launched with ``multibuffer=False``: one time step's loads are a few hundred
+    bytes, so double-buffering would only halve ``BV``. Elsewhere up to 64."""
+    if backend.device_type() == "cuda":
+        return min(32, next_pow2(V)), {}
+    if backend.device_type() == "npu":
+        cands = [b for b in (64, 32, 16, 8) if b <= max(8, next_pow2(V))]
+        bv = fit_tiles(RECURRENT_TILES, {"BV": cands}, fixed={"BK": next_pow2(K), "in_bytes": x.element_size()},
+                       multibuffer=1, margin=NPU_UB_MARGIN)["BV"]
+        return bv, {"multibuffer": False}
+    return min(64, next_pow2(V)), {}
 
 
 def fused_recurrent_gated_delta_rule_fwd(x, output_final_state, use_qk_l2norm_in_kernel, use_beta_sigmoid_in_kernel,
@@ -147,7 +179,7 @@ def fused_recurrent_gated_delta_rule_fwd(x, output_final_state, use_qk_l2norm_in
     ht = None
     if output_final_state:
         ht = torch.empty(x.N, HV, *((V, K) if state_v_first else (K, V)), dtype=torch.float32, device=x.q.device)
-    BV = _recurrent_bv(V)
+    BV, npu_options = _recurrent_tiles(K, V, x.q)
     n_tasks = x.N * HV * cdiv(V, BV)
     plan = task_plan(n_tasks, "vector")
     fused_recurrent_gated_delta_rule_kernel[plan.grid](
@@ -161,7 +193,7 @@ def fused_recurrent_gated_delta_rule_fwd(x, output_final_state, use_qk_l2norm_in
         USE_G=x.g is not None, USE_GK=x.gk is not None, USE_GV=x.gv is not None, USE_BETA=x.beta is not None,
         BETA_SIGMOID=use_beta_sigmoid_in_kernel, NEG_EIGVAL=allow_neg_eigval, STATE_V_FIRST=state_v_first,
         BETA_PER_V=x.beta is not None and x.beta.dim() == 4,
-        **launch_options(num_warps=CUDA_WARPS),
+        **launch_options(num_warps=CUDA_WARPS, **npu_options),
     )
     return o, ht
 

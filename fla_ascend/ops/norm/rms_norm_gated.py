@@ -1,9 +1,10 @@
 """Gated RMSNorm of GatedDeltaNet outputs: ``y = x * rstd * weight (+ bias) * act(g)``.
 
 ``rstd = 1 / sqrt(mean(x^2) + eps)`` over the last dimension, ``act`` swish (``g * sigmoid(g)``,
-the default) or sigmoid. Rows are independent: a task is ``BM`` whole rows (``D <= 8192``). The
-backward writes ``dx``, ``dg`` and per-task partial sums of ``dweight`` / ``dbias`` that the host
-reduces with ``torch.sum`` (deterministic, no atomics).
+the default) or sigmoid. Rows are independent: a task is ``BM`` whole rows (``D <= 8192``; off
+CUDA the backward takes rows wider than 2048 in column blocks). The backward writes ``dx``,
+``dg`` and per-task partial sums of ``dweight`` / ``dbias`` that the host reduces with
+``torch.sum`` (deterministic, no atomics).
 """
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import torch.nn as nn
 import triton
 import triton.language as tl
 
+from fla_ascend import backend
 from fla_ascend.backend import launch_options
 from fla_ascend.ops.norm.l2norm import MAX_D, check_rows, row_block
 from fla_ascend.ops.utils.autograd import kernel_backward
@@ -19,6 +21,7 @@ from fla_ascend.ops.utils.math import sigmoid, silu
 from fla_ascend.ops.utils.validation import check_eps, check_same_device, check_tensor, op_errors
 from fla_ascend.tiling import check_int32_offsets, task_plan
 from fla_ascend.tiling.sizes import cdiv
+from fla_ascend.tiling.ub import Tile
 
 GATE_ACTIVATIONS = ("swish", "silu", "sigmoid")
 
@@ -29,6 +32,19 @@ _CUDA_FWD_TILE_ELEMS = 2048
 directions, cases.md): 16 rows 0.099 ms forward at B8 T2048 HV32 V128 against 0.113 ms with 32;
 32 rows 0.376 ms fwd+bwd against 0.634 with 16. Beside fla, one process per tree: forward 0.151
 ms (63% of copy) with 32 rows -> 0.100 ms (95%) with this tile; fwd+bwd unchanged."""
+
+
+NPU_BWD_TILE_ELEMS = 2048
+"""Elements of the backward's ``[BM, BD]`` tile off CUDA (NPU, interpreter). bishengir-compile
+(Ascend910B2, bf16) planned 182528-184448 B of the 196608 B UB for 4096-element tiles (32 rows
+at D = 128) and overflowed at D = 8192 (245824 B needed for one 8192-wide row): rows wider
+than this are processed in ``NDC`` column blocks, two passes (docs/check.md)."""
+
+BWD_TILES = [Tile((8, "BM", "BD"), "fp32", "x, g, dy and their float32 products"),
+             Tile((4, "BD"), "fp32", "weight, bias, partial dweight / dbias rows")]
+"""Live tiles of the backward for the UB model, calibrated on bishengir-compile's plan
+(Ascend910B2, bf16, 2048-element tiles): 130784 B at D = 128, 144256 B at D = 1024, 163940 B at
+D = 8192 (four column blocks)."""
 
 
 @triton.jit
@@ -67,6 +83,10 @@ def rms_norm_gated_fwd_kernel(
     BM: tl.constexpr, BD: tl.constexpr, HAS_G: tl.constexpr, HAS_WEIGHT: tl.constexpr, HAS_BIAS: tl.constexpr,
     SWISH: tl.constexpr, TASK_LOOP: tl.constexpr,
 ):
+    """``y`` and ``rstd`` of ``BM`` whole rows per task. UB on an A2/A3 vector core
+    (bishengir-compile, Ascend910B2, bf16, 2026-12-01): 125344-131456 B (64-67%) up to D = 1024,
+    but 180388 B (92%) at D = 8192, where one task is a single 8192-wide row (``x``, ``g`` and their
+    float32 products live together); it fits. Column blocks (as the backward) would free it."""
     if TASK_LOOP:
         for i_m in tl.range(tl.program_id(0), n_tasks, n_programs):
             _rms_gated_fwd_task(i_m, x, g, weight, bias, y, rstd, M, D, eps, BM, BD, HAS_G, HAS_WEIGHT, HAS_BIAS,
@@ -77,22 +97,14 @@ def rms_norm_gated_fwd_kernel(
 
 
 @triton.jit
-def _rms_gated_bwd_task(
-    i_m, x, g, weight, bias, rstd, dy, dx, dg, dw_part, db_part, M, D,
-    BM: tl.constexpr, BD: tl.constexpr, HAS_G: tl.constexpr, HAS_WEIGHT: tl.constexpr, HAS_BIAS: tl.constexpr,
-    SWISH: tl.constexpr,
-):
-    i_m = tl.cast(i_m, tl.int64)
-    r0 = i_m * BM
-    o_r = tl.arange(0, BM)
-    o_d = tl.arange(0, BD)
-    m_r = o_r < M - r0
-    m_d = o_d < D
-    m = m_r[:, None] & m_d[None, :]
-    p = r0 * D + o_r[:, None] * D + o_d[None, :]
-    b_rstd = tl.load(rstd + r0 + o_r, mask=m_r, other=0.0)  # [BM]
+def _rms_gated_bwd_tile(x, g, weight, bias, dy, b_rstd, p, m, o_d, m_d, HAS_G: tl.constexpr,
+                        HAS_WEIGHT: tl.constexpr, HAS_BIAS: tl.constexpr, SWISH: tl.constexpr):
+    """One ``[BM, BD]`` tile of the backward at offsets ``p`` (columns ``o_d``): the normed input
+    ``xh``, the gradient ``dn`` of the normed value (through the gate), ``dg`` (``dn`` without a
+    gate) and ``dxh``, the gradient of ``xh``."""
     b_xh = tl.load(x + p, mask=m, other=0.0).to(tl.float32) * b_rstd[:, None]  # [BM, BD]
     b_dn = tl.load(dy + p, mask=m, other=0.0).to(tl.float32)  # [BM, BD] gradient of the normed value
+    b_dg = b_dn
     if HAS_WEIGHT:
         b_w = tl.load(weight + o_d, mask=m_d, other=0.0).to(tl.float32)  # [BD]
     if HAS_G:
@@ -109,32 +121,86 @@ def _rms_gated_bwd_task(
         else:
             b_dg = b_dn * b_n * b_s * (1.0 - b_s)
             b_dn = b_dn * b_s
+    b_dxh = b_dn
+    if HAS_WEIGHT:
+        b_dxh = b_dxh * b_w[None, :]
+    return b_xh, b_dn, b_dg, b_dxh
+
+
+@triton.jit
+def _rms_gated_bwd_store(b_xh, b_dn, b_dg, b_dxh, b_c, b_rstd, dg, dw_part, db_part, dx, i_m, p, m, o_d, m_d, D,
+                         HAS_G: tl.constexpr, HAS_WEIGHT: tl.constexpr, HAS_BIAS: tl.constexpr):
+    """The stores of one tile: ``dg``, the task's partial ``dweight`` / ``dbias`` of columns ``o_d``,
+    and ``dx`` (``b_c``: ``sum(dxh * xh) / D`` of each row, over all its columns)."""
+    if HAS_G:
         tl.store(dg + p, b_dg.to(dg.dtype.element_ty), mask=m)
     if HAS_WEIGHT:
         tl.store(dw_part + i_m * D + o_d, tl.sum(b_dn * b_xh, axis=0), mask=m_d)
     if HAS_BIAS:
         tl.store(db_part + i_m * D + o_d, tl.sum(b_dn, axis=0), mask=m_d)
-    b_dxh = b_dn
-    if HAS_WEIGHT:
-        b_dxh = b_dxh * b_w[None, :]
-    b_c = tl.sum(b_dxh * b_xh, axis=1) / D  # [BM]
     b_dx = (b_dxh - b_xh * b_c[:, None]) * b_rstd[:, None]
     tl.store(dx + p, b_dx.to(dx.dtype.element_ty), mask=m)
+
+
+@triton.jit
+def _rms_gated_bwd_task(
+    i_m, x, g, weight, bias, rstd, dy, dx, dg, dw_part, db_part, M, D,
+    BM: tl.constexpr, BD: tl.constexpr, NDC: tl.constexpr, HAS_G: tl.constexpr, HAS_WEIGHT: tl.constexpr,
+    HAS_BIAS: tl.constexpr, SWISH: tl.constexpr,
+):
+    i_m = tl.cast(i_m, tl.int64)
+    r0 = i_m * BM
+    o_r = tl.arange(0, BM)
+    o_d = tl.arange(0, BD)
+    m_r = o_r < M - r0
+    b_rstd = tl.load(rstd + r0 + o_r, mask=m_r, other=0.0)  # [BM]
+    if NDC == 1:
+        # the whole row in one tile
+        m_d = o_d < D
+        m = m_r[:, None] & m_d[None, :]
+        p = r0 * D + o_r[:, None] * D + o_d[None, :]
+        b_xh, b_dn, b_dg, b_dxh = _rms_gated_bwd_tile(x, g, weight, bias, dy, b_rstd, p, m, o_d, m_d,
+                                                      HAS_G, HAS_WEIGHT, HAS_BIAS, SWISH)
+        b_c = tl.sum(b_dxh * b_xh, axis=1) / D  # [BM]
+        _rms_gated_bwd_store(b_xh, b_dn, b_dg, b_dxh, b_c, b_rstd, dg, dw_part, db_part, dx, i_m, p, m, o_d, m_d,
+                             D, HAS_G, HAS_WEIGHT, HAS_BIAS)
+    else:
+        # NDC column blocks of BD (wide rows on the NPU, where one row would not fit UB): a first
+        # pass sums dxh * xh over the row, a second recomputes each block and stores it
+        b_c = tl.zeros([BM], dtype=tl.float32)  # [BM]
+        for i_d in tl.range(0, NDC):
+            o_dd = i_d * BD + o_d
+            m_d = o_dd < D
+            m = m_r[:, None] & m_d[None, :]
+            p = r0 * D + o_r[:, None] * D + o_dd[None, :]
+            b_xh, b_dn, b_dg, b_dxh = _rms_gated_bwd_tile(x, g, weight, bias, dy, b_rstd, p, m, o_dd, m_d,
+                                                          HAS_G, HAS_WEIGHT, HAS_BIAS, SWISH)
+            b_c += tl.sum(b_dxh * b_xh, axis=1)
+        b_c = b_c / D
+        for i_d in tl.range(0, NDC):
+            o_dd = i_d * BD + o_d
+            m_d = o_dd < D
+            m = m_r[:, None] & m_d[None, :]
+            p = r0 * D + o_r[:, None] * D + o_dd[None, :]
+            b_xh, b_dn, b_dg, b_dxh = _rms_gated_bwd_tile(x, g, weight, bias, dy, b_rstd, p, m, o_dd, m_d,
+                                                          HAS_G, HAS_WEIGHT, HAS_BIAS, SWISH)
+            _rms_gated_bwd_store(b_xh, b_dn, b_dg, b_dxh, b_c, b_rstd, dg, dw_part, db_part, dx, i_m, p, m, o_dd,
+                                 m_d, D, HAS_G, HAS_WEIGHT, HAS_BIAS)
 
 
 @triton.jit(do_not_specialize=["M", "n_tasks", "n_programs"])
 def rms_norm_gated_bwd_kernel(
     x, g, weight, bias, rstd, dy, dx, dg, dw_part, db_part, M, D, n_tasks, n_programs,
     BM: tl.constexpr, BD: tl.constexpr, HAS_G: tl.constexpr, HAS_WEIGHT: tl.constexpr, HAS_BIAS: tl.constexpr,
-    SWISH: tl.constexpr, TASK_LOOP: tl.constexpr,
+    SWISH: tl.constexpr, TASK_LOOP: tl.constexpr, NDC: tl.constexpr = 1,
 ):
     if TASK_LOOP:
         for i_m in tl.range(tl.program_id(0), n_tasks, n_programs):
-            _rms_gated_bwd_task(i_m, x, g, weight, bias, rstd, dy, dx, dg, dw_part, db_part, M, D, BM, BD, HAS_G,
-                                HAS_WEIGHT, HAS_BIAS, SWISH)
+            _rms_gated_bwd_task(i_m, x, g, weight, bias, rstd, dy, dx, dg, dw_part, db_part, M, D, BM, BD, NDC,
+                                HAS_G, HAS_WEIGHT, HAS_BIAS, SWISH)
     else:
         _rms_gated_bwd_task(tl.program_id(0), x, g, weight, bias, rstd, dy, dx, dg, dw_part, db_part, M, D, BM, BD,
-                            HAS_G, HAS_WEIGHT, HAS_BIAS, SWISH)
+                            NDC, HAS_G, HAS_WEIGHT, HAS_BIAS, SWISH)
 
 
 def rms_norm_gated_fwd(x, g, weight, bias, eps, swish):
@@ -157,6 +223,10 @@ def rms_norm_gated_bwd(x, g, weight, bias, rstd, dy, swish):
     """Launch the backward. Returns ``(dx, dg or None, dweight float32 or None, dbias float32 or None)``."""
     M, D = x.shape
     BM, BD = row_block(D)
+    NDC = 1
+    if not backend.is_cuda_compiled() and BM * BD > NPU_BWD_TILE_ELEMS:
+        BM, BD = max(1, NPU_BWD_TILE_ELEMS // BD), min(BD, NPU_BWD_TILE_ELEMS)
+        NDC = cdiv(D, BD)
     n_tasks = cdiv(M, BM)
     dx = torch.empty_like(x)
     dg = torch.empty_like(g) if g is not None else None
@@ -166,7 +236,7 @@ def rms_norm_gated_bwd(x, g, weight, bias, rstd, dy, swish):
     rms_norm_gated_bwd_kernel[plan.grid](
         x=x, g=g, weight=weight, bias=bias, rstd=rstd, dy=dy, dx=dx, dg=dg, dw_part=dw_part, db_part=db_part,
         M=M, D=D, n_tasks=plan.n_tasks, n_programs=plan.n_programs, BM=BM, BD=BD, HAS_G=g is not None,
-        HAS_WEIGHT=weight is not None, HAS_BIAS=bias is not None, SWISH=swish, TASK_LOOP=plan.task_loop,
+        HAS_WEIGHT=weight is not None, HAS_BIAS=bias is not None, SWISH=swish, TASK_LOOP=plan.task_loop, NDC=NDC,
         **launch_options(num_warps=4 if BD <= 2048 else 8),
     )
     dw = dw_part.sum(0) if dw_part is not None else None
