@@ -13,6 +13,7 @@ import torch
 import torch.nn.functional as F
 from helpers import assert_close, make_inputs
 
+from fla_ascend import backend
 from fla_ascend.ops import (causal_conv1d, chunk_gated_delta_rule, fused_recurrent_gated_delta_rule, l2norm,
                             rms_norm, rms_norm_gated)
 from fla_ascend.ops.causal_conv1d.reference import causal_conv1d_ref
@@ -24,7 +25,9 @@ conv_mod = importlib.import_module("fla_ascend.ops.causal_conv1d.conv")
 chunk_mod = importlib.import_module("fla_ascend.ops.gated_delta_rule.chunk")
 index_mod = importlib.import_module("fla_ascend.ops.utils.index")
 validation_mod = importlib.import_module("fla_ascend.ops.utils.validation")
-FWD, BWD = 1e-5, 1e-4
+# the interpreter computes in exact fp32; compiled CUDA runs the chunked op's fp32 dots in tf32
+# (the chunk op tests' RATIO): 1.2e-3 to 1.8e-3 measured on the H200 for o here
+FWD, BWD = (1e-5, 1e-4) if backend.is_interpreter() else (5e-3, 2e-2)
 B, T, H, HV, K, V = 2, 23, 1, 2, 16, 16
 
 
