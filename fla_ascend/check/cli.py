@@ -45,6 +45,7 @@ def run(args) -> int:
     argv += ["--jobs", str(args.jobs), "--compile-timeout", str(args.compile_timeout)]
     if args.cache_dir:
         argv += ["--cache-dir", args.cache_dir]
-    if args.json:
-        argv += ["--json", args.json]
+    for opt in ("json", "markdown"):
+        if getattr(args, opt):
+            argv += ["--" + opt, os.path.abspath(getattr(args, opt))]
     return run_worker(argv).returncode

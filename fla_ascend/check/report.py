@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import json
 
-__all__ = ["print_report", "write_json", "COLUMNS"]
+__all__ = ["print_report", "write_json", "write_markdown", "kernel_summary", "COLUMNS"]
 
 COLUMNS = ("kernel", "config", "compiled", "core", "UB KiB (%)", "L1 KiB (%)", "L0C KiB (%)", "mb bufs",
            "syncs in/x", "compile s (CPU)", "model/plan", "findings")
@@ -90,3 +90,56 @@ def write_json(data: dict, path: str) -> None:
     """Write ``data`` to ``path`` as indented JSON."""
     with open(path, "w", encoding="utf-8") as f:
         json.dump(data, f, indent=2, default=str)
+
+
+def kernel_summary(data: dict) -> dict:
+    """Per chip and kernel, the compiled facts over its launches: ``{chip: [row, ...]}`` with
+    ``kernel``, ``launches``, ``compiled``, ``core`` (core types seen), ``ub``/``l1``/``l0c`` (largest
+    planned bytes), ``ub_share`` (largest share of the chip's UB), ``syncs`` (largest intra-core and
+    cross-core counts), ``compile_cpu_s`` / ``compile_wall_s`` (largest compile CPU and wall seconds), ``model_vs_plan`` (min, max)
+    and ``errors`` (the distinct compiler error classes)."""
+    out = {}
+    for chip, rows in data["results"].items():
+        by: dict = {}
+        for r in rows:
+            by.setdefault(r["kernel"].rsplit(".", 1)[-1], []).append(r)
+        table = []
+        for name, rs in by.items():
+            ok = [r for r in rs if r.get("compiled")]
+            ratios = [r["model_vs_plan"] for r in ok if r.get("model_vs_plan") is not None]
+            table.append(dict(
+                kernel=name, launches=len(rs), compiled=len(ok),
+                core="/".join(sorted({r["core_type"] for r in ok if r.get("core_type")})) or "-",
+                ub=max((r["planned"].get("ub", 0) for r in ok), default=0),
+                ub_share=max((r["share"].get("ub", 0) for r in ok), default=0.0),
+                l1=max((r["planned"].get("l1", 0) for r in ok), default=0),
+                l0c=max((r["planned"].get("l0c", 0) for r in ok), default=0),
+                syncs=(max((r.get("intra_core_syncs", 0) for r in ok), default=0),
+                       max((r.get("cross_core_syncs", 0) for r in ok), default=0)),
+                compile_cpu_s=max((r.get("compile_cpu_seconds") or 0.0 for r in ok), default=0.0),
+                compile_wall_s=max((r.get("compile_seconds") or 0.0 for r in ok), default=0.0),
+                model_vs_plan=(min(ratios), max(ratios)) if ratios else None,
+                errors=sorted({r["compile_error_class"] for r in rs if r.get("compile_error_class")}),
+            ))
+        out[chip] = table
+    return out
+
+
+def write_markdown(data: dict, path: str) -> None:
+    """Write :func:`kernel_summary` as one Markdown table per chip to ``path`` (the per-kernel
+    tables of cases.md and docs/check.md come from it)."""
+    lines = []
+    for chip, table in kernel_summary(data).items():
+        ub = data["chips"][chip]["ub_bytes"]
+        lines += [f"{chip} (UB {ub} B):", "",
+                  "| kernel | launches compiled | core | planned UB B (max, % of UB) | L1 B | L0C B | syncs intra/cross (max) "
+                  "| compile s, CPU (wall), max | UB model / plan | compiler errors |",
+                  "|---|---|---|---|---|---|---|---|---|---|"]
+        for t in table:
+            mvp = f"{t['model_vs_plan'][0]:.2f}-{t['model_vs_plan'][1]:.2f}" if t["model_vs_plan"] else "-"
+            lines.append(f"| {t['kernel']} | {t['compiled']} of {t['launches']} | {t['core']} | "
+                         f"{t['ub']} ({t['ub_share']:.0%}) | {t['l1']} | {t['l0c']} | {t['syncs'][0]}/{t['syncs'][1]} | "
+                         f"{t['compile_cpu_s']:.1f} ({t['compile_wall_s']:.1f}) | {mvp} | {', '.join(t['errors']) or '-'} |")
+        lines.append("")
+    with open(path, "w", encoding="utf-8") as f:
+        f.write("\n".join(lines))

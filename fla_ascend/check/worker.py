@@ -23,6 +23,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "unless --no-default-chips)")
     p.add_argument("--no-default-chips", action="store_true", help="check only the --chip names given")
     p.add_argument("--json", default=None, metavar="PATH", help="also write the full results as JSON")
+    p.add_argument("--markdown", default=None, metavar="PATH",
+                   help="also write a per-kernel summary (compiled launches, core, planned UB/L1/L0C, syncs, "
+                        "compile time, UB model / plan) as Markdown tables, one per chip")
     p.add_argument("--full", action="store_true",
                    help="the full launch matrix (every K, V, chunk size, flag, conv tile and norm width the ops "
                         "can pick) instead of one representative launch per kernel and plan")
@@ -117,7 +120,7 @@ def collect(args) -> dict:
 
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
-    from fla_ascend.check.report import print_report, write_json
+    from fla_ascend.check.report import print_report, write_json, write_markdown
 
     try:
         data = collect(args)
@@ -126,6 +129,8 @@ def main(argv=None) -> int:
         return 2
     if args.json:
         write_json(data, args.json)
+    if args.markdown:
+        write_markdown(data, args.markdown)
     if args.quiet:
         print("FAIL" if data["failures"] else "PASS", len(data["failures"]))
     else:

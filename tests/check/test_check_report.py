@@ -55,3 +55,21 @@ def test_report_compiled_columns_and_json(tmp_path):
     assert "lowering only: not installed" in text and "FAIL" in text
     write_json(data, tmp_path / "r.json")
     assert json.loads((tmp_path / "r.json").read_text())["results"]["Ascend910B2"][1]["compile_needed_bytes"] == 264960
+
+
+def test_markdown_summary_per_kernel(tmp_path):
+    """--markdown: one row per kernel and chip with its largest planned bytes, syncs and compile time, the
+    model/plan range over its compiled launches and the error classes of those that failed."""
+    from fla_ascend.check.report import write_markdown
+
+    a = _row(kernel="m.k", configs=["a"], compiled=True, core_type="MIX", planned={"ub": 98304, "l1": 114688, "l0c": 49152},
+             share={"ub": 0.5, "l1": 0.2, "l0c": 0.4}, intra_core_syncs=103, cross_core_syncs=30, compile_seconds=2.5,
+             compile_cpu_seconds=0.7, model_vs_plan=1.12)
+    b = _row(kernel="m.k", configs=["b"], compiled=True, core_type="MIX", planned={"ub": 147456, "l1": 0, "l0c": 0},
+             share={"ub": 0.75, "l1": 0.0, "l0c": 0.0}, intra_core_syncs=90, cross_core_syncs=41, compile_seconds=1.0,
+             compile_cpu_seconds=0.9, model_vs_plan=1.01)
+    c = _row(kernel="m.k", compiled=False, compile_error_class="timeout")
+    data = dict(results={"Ascend910B2": [a, b, c]}, chips={"Ascend910B2": dict(ub_bytes=196608)})
+    write_markdown(data, tmp_path / "k.md")
+    row = [ln for ln in (tmp_path / "k.md").read_text().splitlines() if ln.startswith("| k |")]
+    assert row == ["| k | 2 of 3 | MIX | 147456 (75%) | 114688 | 49152 | 103/41 | 0.9 (2.5) | 1.01-1.12 | timeout |"]
