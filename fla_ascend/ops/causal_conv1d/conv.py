@@ -914,7 +914,8 @@ def causal_conv1d(
         if residual is not None:
             check_tensor("residual", residual, shape=(B, T, D))
             residual = residual.contiguous()
-        cu_seqlens, cu_seqlens_cpu, chunk_indices = check_varlen(cu_seqlens, cu_seqlens_cpu, chunk_indices, B, T)
+        cu_seqlens, cu_seqlens_cpu, chunk_indices = check_varlen(cu_seqlens, cu_seqlens_cpu, chunk_indices, B, T,
+                                                                 FLA_CHUNK_SIZE)
         N = cu_seqlens.numel() - 1 if cu_seqlens is not None else B
         if initial_state is not None:
             check_tensor("initial_state", initial_state)

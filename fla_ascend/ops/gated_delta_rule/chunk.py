@@ -245,15 +245,15 @@ def chunk_gated_delta_rule(
 
         cu_seqlens = check_cp_call(op, cp_context, q, initial_state, output_final_state)
         cu_seqlens_cpu, chunk_indices = cp_context.cu_seqlens_cpu, None
+    if not isinstance(chunk_size, numbers.Integral) or isinstance(chunk_size, bool) or chunk_size not in CHUNK_SIZES:
+        raise ValueError(f"chunk_gated_delta_rule: chunk_size must be one of {CHUNK_SIZES}, got {chunk_size!r}")
+    chunk_size = int(chunk_size)
     x: GatedDeltaRuleInputs = validate_inputs(
         op, q, k, v, g, beta, scale, initial_state, cu_seqlens,
         use_gate_in_kernel, A_log, dt_bias, output_final_state, use_beta_sigmoid_in_kernel=use_beta_sigmoid_in_kernel,
         allow_neg_eigval=allow_neg_eigval, state_v_first=state_v_first, cu_seqlens_cpu=cu_seqlens_cpu,
-        chunk_indices=chunk_indices,
+        chunk_indices=chunk_indices, chunk_size=chunk_size,
     )
-    if not isinstance(chunk_size, numbers.Integral) or isinstance(chunk_size, bool) or chunk_size not in CHUNK_SIZES:
-        raise ValueError(f"chunk_gated_delta_rule: chunk_size must be one of {CHUNK_SIZES}, got {chunk_size!r}")
-    chunk_size = int(chunk_size)
     if backend.is_interpreter() and x.q.dtype == torch.bfloat16:
         # the Triton interpreter computes garbage for tl.dot on bf16 operands (README, "Where each tier runs")
         raise TypeError("chunk_gated_delta_rule: bfloat16 is not supported on the Triton interpreter (CPU); "
