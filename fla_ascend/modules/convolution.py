@@ -1,6 +1,8 @@
 """``ShortConvolution``: the depthwise causal convolution module of flash-linear-attention's
 GatedDeltaNet / DeltaNet layers, over :func:`fla_ascend.ops.causal_conv1d` (prefill, training)
-and :func:`fla_ascend.ops.causal_conv1d_update` (decode)."""
+and :func:`fla_ascend.ops.causal_conv1d_update` (decode). Also flash-linear-attention 0.6.0's
+``fla.modules.convolution`` path: ``causal_conv1d`` and ``causal_conv1d_update`` are re-exported
+here (its long convolution is not implemented)."""
 from __future__ import annotations
 
 import os
@@ -11,6 +13,8 @@ import torch.nn as nn
 
 from fla_ascend.ops.causal_conv1d import causal_conv1d, causal_conv1d_update
 from fla_ascend.ops.causal_conv1d.conv import BACKENDS, MAX_W
+
+__all__ = ["ShortConvolution", "causal_conv1d", "causal_conv1d_update"]
 
 
 class ShortConvolution(nn.Conv1d):

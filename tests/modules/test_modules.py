@@ -100,3 +100,23 @@ def test_module_errors_name_the_input():
             ShortConvolution(32, bad)
     with pytest.raises(ValueError, match=r"RMSNorm: x's last dimension must be hidden_size=16, got 8 \(x shape \(3, 8\)\)"):
         RMSNorm(16)(torch.randn(3, 8))
+
+
+@pytest.mark.parametrize("path, names", [
+    ("l2norm", ["L2Norm", "l2norm", "l2_norm"]),
+    ("fused_norm_gate", ["FusedRMSNormGated", "rms_norm_gated"]),
+    ("layernorm", ["RMSNorm", "rms_norm"]),
+    ("convolution", ["ShortConvolution", "causal_conv1d", "causal_conv1d_update"]),
+])
+def test_fla_module_paths(path, names):
+    """flash-linear-attention 0.6.0's ``fla.modules.<path>`` imports work with fla_ascend.modules:
+    each name is the one fla_ascend.ops / fla_ascend.modules defines (a re-export, not a copy)."""
+    import importlib
+
+    import fla_ascend.modules as modules
+    import fla_ascend.ops as ops
+
+    mod = importlib.import_module(f"fla_ascend.modules.{path}")
+    assert sorted(mod.__all__) == sorted(names)
+    for name in names:
+        assert getattr(mod, name) is getattr(modules, name, None) or getattr(mod, name) is getattr(ops, name)
