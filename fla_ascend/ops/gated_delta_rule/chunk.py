@@ -218,7 +218,7 @@ def chunk_gated_delta_rule(
         use_gate_in_kernel: compute ``g = -exp(A_log) * softplus(g + dt_bias)`` fused with the
             chunk cumsum (Qwen3-Next's GatedDeltaNet gate).
         A_log, dt_bias: ``[HV]``; ``A_log`` required with ``use_gate_in_kernel``, ``dt_bias`` optional;
-            without ``use_gate_in_kernel`` both are ignored, with a ``UserWarning``.
+            without ``use_gate_in_kernel`` either one raises ``ValueError`` (it would not be used).
         chunk_size: 16, 32 or 64 (default).
         **kwargs: the deprecated ``transpose_state_layout`` (= ``state_v_first``); ``head_first``
             raises ``DeprecationWarning``; other names raise ``TypeError``.
@@ -232,7 +232,8 @@ def chunk_gated_delta_rule(
         ValueError: a non-finite ``scale``, mismatched B/T/H/HV between inputs, ``HV`` not a multiple of ``H``, ``K`` or
             ``V`` above 256, invalid ``cu_seqlens`` / ``cu_seqlens_cpu`` / ``chunk_indices``, wrong
             ``initial_state`` shape, tensors on different devices, ``chunk_size`` not in
-            {16, 32, 64}, ``A_log`` missing with ``use_gate_in_kernel``, ``allow_neg_eigval``
+            {16, 32, 64}, ``A_log`` missing with ``use_gate_in_kernel`` (or ``A_log`` / ``dt_bias``
+            given without it), ``allow_neg_eigval``
             without ``use_beta_sigmoid_in_kernel``.
         NotImplementedError: from the backward, on a CUDA GPU, when ``K`` or ``V`` is below
             :data:`CUDA_MIN_BWD_HEAD_DIM`; with ``cp_context``, ``initial_state`` or ``output_final_state``.

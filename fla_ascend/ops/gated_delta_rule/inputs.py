@@ -95,10 +95,9 @@ def validate_inputs(
         else:
             if A_log is not None or dt_bias is not None:
                 given = " and ".join(n for n, t in (("A_log", A_log), ("dt_bias", dt_bias)) if t is not None)
-                warnings.warn(f"{op}: {given} given with use_gate_in_kernel=False are ignored (g is used as the "
-                              "log decay as it is); pass use_gate_in_kernel=True to compute the gate from them",
-                              UserWarning, stacklevel=3)
-            A_log = dt_bias = None
+                raise ValueError(f"{given} given with use_gate_in_kernel=False would not be used (g is taken as "
+                                 "the log decay as it is); pass use_gate_in_kernel=True to compute the gate from "
+                                 "them, or leave them None")
         cu_seqlens, cu_seqlens_cpu, chunk_indices = check_varlen(cu_seqlens, cu_seqlens_cpu, chunk_indices, B, T,
                                                                  chunk_size)
         N = B if cu_seqlens is None else cu_seqlens.numel() - 1
