@@ -53,6 +53,13 @@ _DECORATED = re.compile(r'@use_kernel_func_from_hub_with_fallback\(\s*"(\w+)"[^)
 _patched: dict[tuple[str, str], Callable] = {}
 """``(module name, attribute)`` -> the original function, for every name :func:`enable` replaced."""
 
+_counts: dict[tuple[str, str], int] = {}
+"""``(module name, attribute)`` -> how many :func:`enable` handles that replaced it are still open:
+the original comes back when the last one closes (nested ``with enable(...)`` blocks)."""
+
+_generation = 0
+"""Incremented by :func:`disable`: handles from before it close without effect."""
+
 
 def _keep_named(fn: Callable) -> Callable:
     """``fn`` called with only the keyword arguments it names (transformers passes its own kwargs,
@@ -183,6 +190,8 @@ def _selected(models: Iterable[str] | None) -> dict[str, dict[str, str]]:
     found = find_models()
     if models is None:
         return found
+    if isinstance(models, str):
+        models = [models]
     chosen = {}
     for m in models:
         hits = {k: v for k, v in found.items() if k.split(".")[2] == m or k == m}
@@ -194,25 +203,38 @@ def _selected(models: Iterable[str] | None) -> dict[str, dict[str, str]]:
 
 
 class _Enabled(contextlib.AbstractContextManager):
-    """Returned by :func:`enable`; as a context manager it undoes that call on exit."""
+    """Returned by :func:`enable`; as a context manager it undoes that call on exit: a name goes
+    back to transformers' original only when no other open handle replaced it too."""
 
     def __init__(self, keys: list[tuple[str, str]]):
         self.keys = keys
+        self.generation = _generation
+        self.open = True
 
     def __exit__(self, *exc) -> None:
-        _restore(self.keys)
+        if not self.open or self.generation != _generation:
+            return
+        self.open = False
+        done = []
+        for key in self.keys:
+            _counts[key] -= 1
+            if _counts[key] == 0:
+                done.append(key)
+        _restore(done)
 
 
 def enable(models: Iterable[str] | None = None) -> _Enabled:
     """Route transformers' linear-attention kernel calls to fla-ascend's ops.
 
     Args:
-        models: model type names (``"qwen3_next"``, ``"qwen3_5"``, ...) or module names; ``None``
-            (default): every model :func:`find_models` lists. Their modeling modules are imported.
+        models: model type names (``"qwen3_next"``, ``"qwen3_5"``, ...) or module names, or one
+            such name as a string; ``None`` (default): every model :func:`find_models` lists. Their
+            modeling modules are imported.
 
     Returns:
-        A handle; ``with enable(): ...`` restores the originals when the block ends. Calling
-        :func:`disable` restores everything instead.
+        A handle; ``with enable(): ...`` restores the originals when the block ends, except the
+        names an enclosing (still open) ``enable`` also replaced: blocks nest. Calling
+        :func:`disable` restores everything at once instead (open handles then close without effect).
 
     Raises:
         ModuleNotFoundError: transformers is not installed.
@@ -226,19 +248,24 @@ def enable(models: Iterable[str] | None = None) -> _Enabled:
             if key not in _patched:
                 _patched[key] = getattr(module, attr)
             setattr(module, attr, ADAPTERS[kernel])
+            _counts[key] = _counts.get(key, 0) + 1
             keys.append(key)
     return _Enabled(keys)
 
 
 def _restore(keys: Iterable[tuple[str, str]]) -> None:
     for key in list(keys):
+        _counts.pop(key, None)
         original = _patched.pop(key, None)
         if original is not None:
             setattr(importlib.import_module(key[0]), key[1], original)
 
 
 def disable() -> None:
-    """Put back every function :func:`enable` replaced (a no-op when nothing is enabled)."""
+    """Put back every function :func:`enable` replaced (a no-op when nothing is enabled), whatever
+    handles are open."""
+    global _generation
+    _generation += 1
     _restore(list(_patched))
 
 

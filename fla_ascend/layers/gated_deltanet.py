@@ -23,8 +23,10 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from fla_ascend.ops.causal_conv1d import causal_conv1d, causal_conv1d_update
+from fla_ascend.ops.causal_conv1d.conv import MAX_W
 from fla_ascend.ops.causal_conv1d.reference import causal_conv1d_ref
 from fla_ascend.ops.gated_delta_rule import chunk_gated_delta_rule, fused_recurrent_gated_delta_rule
+from fla_ascend.ops.gated_delta_rule.inputs import MAX_HEAD_DIM
 from fla_ascend.ops.gated_delta_rule.reference import naive_recurrent_gated_delta_rule
 from fla_ascend.ops.norm import FusedRMSNormGated
 from fla_ascend.ops.norm.reference import rms_norm_gated_ref
@@ -55,7 +57,9 @@ class GatedDeltaNet(nn.Module):
         device, dtype: of the parameters.
 
     Raises:
-        ValueError: non-positive sizes or ``num_v_heads`` not a multiple of ``num_k_heads``.
+        ValueError: non-positive sizes, ``head_k_dim`` / ``head_v_dim`` above 256 or
+            ``conv_kernel_size`` above 16 (the ops' limits), or ``num_v_heads`` not a multiple of
+            ``num_k_heads``.
     """
 
     def __init__(
@@ -78,6 +82,10 @@ class GatedDeltaNet(nn.Module):
                               conv_kernel_size=conv_kernel_size).items():
             if not isinstance(val, int) or val <= 0:
                 raise ValueError(f"GatedDeltaNet: {name} must be a positive int, got {val!r}")
+        for name, val, limit in (("head_k_dim", head_k_dim, MAX_HEAD_DIM), ("head_v_dim", head_v_dim, MAX_HEAD_DIM),
+                                 ("conv_kernel_size", conv_kernel_size, MAX_W)):
+            if val > limit:
+                raise ValueError(f"GatedDeltaNet: {name} must be <= {limit} (the ops' limit), got {val}")
         if num_v_heads % num_k_heads:
             raise ValueError(f"GatedDeltaNet: num_v_heads ({num_v_heads}) must be a multiple of num_k_heads "
                              f"({num_k_heads})")

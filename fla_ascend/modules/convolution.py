@@ -1,6 +1,8 @@
 """``ShortConvolution``: the depthwise causal convolution module of flash-linear-attention's
 GatedDeltaNet / DeltaNet layers, over :func:`fla_ascend.ops.causal_conv1d` (prefill, training)
-and :func:`fla_ascend.ops.causal_conv1d_update` (decode)."""
+and :func:`fla_ascend.ops.causal_conv1d_update` (decode). Also flash-linear-attention 0.6.0's
+``fla.modules.convolution`` path: ``causal_conv1d`` and ``causal_conv1d_update`` are re-exported
+here (its long convolution is not implemented)."""
 from __future__ import annotations
 
 import os
@@ -10,7 +12,9 @@ import torch
 import torch.nn as nn
 
 from fla_ascend.ops.causal_conv1d import causal_conv1d, causal_conv1d_update
-from fla_ascend.ops.causal_conv1d.conv import BACKENDS
+from fla_ascend.ops.causal_conv1d.conv import BACKENDS, MAX_W
+
+__all__ = ["ShortConvolution", "causal_conv1d", "causal_conv1d_update"]
 
 
 class ShortConvolution(nn.Conv1d):
@@ -32,7 +36,8 @@ class ShortConvolution(nn.Conv1d):
             does); other names raise ``TypeError``.
 
     Raises:
-        ValueError: an unknown activation or backend.
+        ValueError: ``hidden_size`` below 1, ``kernel_size`` outside ``[1, 16]``, an unknown
+            activation or backend.
         NotImplementedError: ``backend="cuda"`` (the causal-conv1d package's path).
     """
 
@@ -47,6 +52,9 @@ class ShortConvolution(nn.Conv1d):
         dtype: torch.dtype | None = None,
         **kwargs,
     ) -> None:
+        for name, value, high in (("hidden_size", hidden_size, None), ("kernel_size", kernel_size, MAX_W)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1 or (high and value > high):
+                raise ValueError(f"ShortConvolution: {name} must be an int in [1, {high or 'inf'}], got {value!r}")
         super().__init__(hidden_size, hidden_size, kernel_size, padding=kernel_size - 1, groups=hidden_size,
                          bias=bias, device=device, dtype=dtype)
         if activation not in (None, "silu", "swish"):
@@ -94,13 +102,20 @@ class ShortConvolution(nn.Conv1d):
                 (``cu_seqlens_cpu``, ``cp_context``).
 
         Raises:
-            ValueError: ``mask`` with ``cu_seqlens``; plus :func:`fla_ascend.ops.causal_conv1d`'s errors.
+            ValueError: ``x`` not ``[B, T, hidden_size]``; ``mask`` not ``[B, T]`` or with
+                ``cu_seqlens``; plus :func:`fla_ascend.ops.causal_conv1d`'s errors.
         """
+        if not isinstance(x, torch.Tensor) or x.dim() != 3 or x.shape[-1] != self.hidden_size:
+            got = tuple(x.shape) if isinstance(x, torch.Tensor) else type(x).__name__
+            raise ValueError(f"ShortConvolution: x must have shape [B, T, hidden_size={self.hidden_size}], got {got}")
         B, T = x.shape[:2]
         N = B if cu_seqlens is None else cu_seqlens.numel() - 1
         if mask is not None:
             if cu_seqlens is not None:
                 raise ValueError("ShortConvolution: pass either mask or cu_seqlens, not both")
+            if not isinstance(mask, torch.Tensor) or tuple(mask.shape) != (B, T):
+                got = tuple(mask.shape) if isinstance(mask, torch.Tensor) else type(mask).__name__
+                raise ValueError(f"ShortConvolution: mask must have shape [B, T] = [{B}, {T}] (x's), got {got}")
             x = x * mask.unsqueeze(-1).to(x.dtype)
         if (not torch.is_grad_enabled() and B * T == N
                 and (cu_seqlens is None or bool((cu_seqlens.diff() == 1).all()))):

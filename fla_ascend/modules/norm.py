@@ -17,7 +17,8 @@ class RMSNorm(nn.Module):
     prenorm=False, residual_in_fp32=False)`` calls :func:`fla_ascend.ops.rms_norm`.
 
     Raises:
-        ValueError: ``hidden_size`` outside ``[1, 8192]``.
+        ValueError: ``hidden_size`` outside ``[1, 8192]``; in ``forward``, ``x``'s last dimension
+            not ``hidden_size``.
     """
 
     def __init__(self, hidden_size: int, elementwise_affine: bool = True, bias: bool = False, eps: float = 1e-5,
@@ -41,6 +42,9 @@ class RMSNorm(nn.Module):
     def forward(self, x: torch.Tensor, residual: torch.Tensor | None = None, prenorm: bool = False,
                 residual_in_fp32: bool = False) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
         """``x`` ``[..., hidden_size]`` -> same shape and dtype (``(y, residual_out)`` with ``prenorm``)."""
+        if isinstance(x, torch.Tensor) and (x.dim() == 0 or x.shape[-1] != self.hidden_size):
+            raise ValueError(f"RMSNorm: x's last dimension must be hidden_size={self.hidden_size}, got "
+                             f"{x.shape[-1] if x.dim() else None} (x shape {tuple(x.shape)})")
         return rms_norm(x, self.weight, self.bias, residual, self.eps, prenorm, residual_in_fp32)
 
 

@@ -84,6 +84,30 @@ def test_enable_disable_restores(model):
         ft.enable(["llama"])
 
 
+def test_enable_nests_and_takes_one_name():
+    """Nested ``with enable(...)`` blocks: the inner exit keeps what the outer block enabled; a
+    single string is one model name (it iterated letters)."""
+    qn = __import__("transformers.models.qwen3_next.modeling_qwen3_next", fromlist=["x"])
+    q5 = __import__("transformers.models.qwen3_5.modeling_qwen3_5", fromlist=["x"])
+    before_qn, before_q5 = qn.torch_chunk_gated_delta_rule, q5.torch_chunk_gated_delta_rule
+    adapter = ft.ADAPTERS["chunk_gated_delta_rule"]
+    with ft.enable("qwen3_next"):
+        assert ft.enabled_models() == ["qwen3_next"]
+        with ft.enable(["qwen3_next", "qwen3_5"]):
+            assert ft.enabled_models() == ["qwen3_5", "qwen3_next"]
+        assert qn.torch_chunk_gated_delta_rule is adapter
+        assert q5.torch_chunk_gated_delta_rule is before_q5
+        assert ft.enabled_models() == ["qwen3_next"]
+    assert qn.torch_chunk_gated_delta_rule is before_qn and ft.enabled_models() == []
+    # disable() restores everything; handles still open then close without effect
+    outer = ft.enable("qwen3_next")
+    ft.disable()
+    with ft.enable("qwen3_next"):
+        outer.__exit__(None, None, None)
+        assert qn.torch_chunk_gated_delta_rule is adapter
+    assert qn.torch_chunk_gated_delta_rule is before_qn
+
+
 @pytest.mark.parametrize("model", _params("qwen3_next", "qwen3_5"), indirect=True)
 def test_prefill_and_padded_batch(model):
     name, m = model

@@ -160,6 +160,10 @@ def test_layer_bad_input(device):
         m(torch.randn(2, 5, 64, device=device), cu_seqlens=torch.tensor([0, 5], device=device))
     with pytest.raises(ValueError, match="^GatedDeltaNet: .*multiple of num_k_heads"):
         GatedDeltaNet(num_k_heads=3, num_v_heads=4)
+    # the ops' limits are checked at construction, not at the first forward
+    for name, value, limit in (("head_k_dim", 300, 256), ("head_v_dim", 257, 256), ("conv_kernel_size", 17, 16)):
+        with pytest.raises(ValueError, match=rf"^GatedDeltaNet: {name} must be <= {limit} \(the ops' limit\), got {value}"):
+            GatedDeltaNet(hidden_size=64, num_k_heads=1, num_v_heads=1, **{name: value})
     cache = m.init_cache(2)
     with pytest.raises(ValueError, match="^GatedDeltaNet.step takes one token"):
         m.step(torch.randn(2, 3, 64, device=device), cache)

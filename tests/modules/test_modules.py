@@ -85,3 +85,38 @@ def test_l2norm_and_gated_modules(device):
     y, r = norm(x, g, residual=x, prenorm=True)
     ref = rms_norm_residual_ref(x, g, norm.weight, None, x, norm.eps)
     assert rel_rmse(ref[0], y) < TOL and rel_rmse(ref[1], r) < TOL
+
+
+def test_module_errors_name_the_input():
+    """A wrong input size is reported against the module's hidden_size (the op's message blamed
+    the weight), a wrong mask names mask, a bad kernel_size is a ValueError at construction."""
+    sc = ShortConvolution(32, 4)
+    with pytest.raises(ValueError, match=r"ShortConvolution: x must have shape \[B, T, hidden_size=32\], got \(2, 10, 16\)"):
+        sc(torch.randn(2, 10, 16))
+    with pytest.raises(ValueError, match=r"ShortConvolution: mask must have shape \[B, T\] = \[2, 10\] \(x's\), got \(2, 9\)"):
+        sc(torch.randn(2, 10, 32), mask=torch.ones(2, 9))
+    for bad in (0, 17):
+        with pytest.raises(ValueError, match=rf"ShortConvolution: kernel_size must be an int in \[1, 16\], got {bad}"):
+            ShortConvolution(32, bad)
+    with pytest.raises(ValueError, match=r"RMSNorm: x's last dimension must be hidden_size=16, got 8 \(x shape \(3, 8\)\)"):
+        RMSNorm(16)(torch.randn(3, 8))
+
+
+@pytest.mark.parametrize("path, names", [
+    ("l2norm", ["L2Norm", "l2norm", "l2_norm"]),
+    ("fused_norm_gate", ["FusedRMSNormGated", "rms_norm_gated"]),
+    ("layernorm", ["RMSNorm", "rms_norm"]),
+    ("convolution", ["ShortConvolution", "causal_conv1d", "causal_conv1d_update"]),
+])
+def test_fla_module_paths(path, names):
+    """flash-linear-attention 0.6.0's ``fla.modules.<path>`` imports work with fla_ascend.modules:
+    each name is the one fla_ascend.ops / fla_ascend.modules defines (a re-export, not a copy)."""
+    import importlib
+
+    import fla_ascend.modules as modules
+    import fla_ascend.ops as ops
+
+    mod = importlib.import_module(f"fla_ascend.modules.{path}")
+    assert sorted(mod.__all__) == sorted(names)
+    for name in names:
+        assert getattr(mod, name) is getattr(modules, name, None) or getattr(mod, name) is getattr(ops, name)

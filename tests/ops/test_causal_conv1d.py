@@ -300,6 +300,12 @@ def test_conv_bad_input(device):
         causal_conv1d_update(x[:, 0], torch.randn(2, 16, 3, device=device), weight=w)
     with pytest.raises(ValueError, match="^causal_conv1d_update: cache must have shape"):
         causal_conv1d_update(x[:, 0], torch.randn(2, 8, 4, device=device), weight=w)
+    # a 4-D x is [N, 1, H, P] with H > 1 heads only (flash-linear-attention raises on [N, 1, 1, D] too)
+    with pytest.raises(ValueError, match=r"^causal_conv1d_update: x must have shape \[N, D\], \[N, 1, D\], \[1, N, D\] "
+                                         r"or \[N, 1, H, P\] .*got \(2, 1, 1, 16\)"):
+        causal_conv1d_update(x[:, :1, None], torch.randn(2, 16, 4, device=device), weight=w)
+    y, _ = causal_conv1d_update(x[:, :1].view(2, 1, 4, 4), torch.zeros(2, 16, 4, device=device), weight=w)
+    assert y.shape == (2, 1, 4, 4)
     with pytest.raises(TypeError, match="^causal_conv1d: unexpected keyword"):
         causal_conv1d(x, w, bogus=1)
     with pytest.raises(ValueError, match=r"^causal_conv1d: x must have at least one channel, got D=0"):

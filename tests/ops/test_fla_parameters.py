@@ -78,7 +78,8 @@ def test_chunk_flag_errors(device):
 
 def _no_sync_guard(monkeypatch, cu):
     """Fail when the device ``cu_seqlens`` object is read on the host (validation) or turned into
-    a chunk list without a host copy."""
+    a chunk list without a host copy. On the CPU tier ``cu`` is treated as if on an accelerator
+    (``on_host`` says no for every tensor), so the device path is the one tested."""
     real_check, real_prepare = validation_mod.check_cu_seqlens, index_mod.prepare_chunk_indices
 
     def check(t, *a):
@@ -90,6 +91,7 @@ def _no_sync_guard(monkeypatch, cu):
         return real_prepare(t, chunk_size, cu_seqlens_cpu)
 
     monkeypatch.setattr(validation_mod, "check_cu_seqlens", check)
+    monkeypatch.setattr(validation_mod, "on_host", lambda t: False)
     monkeypatch.setattr(index_mod, "prepare_chunk_indices", prepare)
     monkeypatch.setattr(chunk_mod, "prepare_chunk_indices", prepare)
     monkeypatch.setattr(conv_mod, "prepare_chunk_indices", prepare)
@@ -276,3 +278,59 @@ def test_unused_kwargs_of_recurrent(device):
         warnings.simplefilter("error")
         with pytest.raises(TypeError, match="unexpected keyword arguments"):
             fused_recurrent_gated_delta_rule(x["q"], x["k"], x["v"], x["g"], beta=x["beta"], chunk_size=64)
+
+
+def _two_seqs(device):
+    x = make_inputs(1, 16, 1, 1, 16, 16, torch.float32, device, varlen=[0, 8, 16])
+    x.pop("use_gate_in_kernel")
+    return x
+
+
+@pytest.mark.parametrize("rows, match, row_count", [
+    ([[0, 0]], r"chunk_indices must have one row per 64-token chunk of cu_seqlens \(2 rows\), got 1 rows", True),
+    ([[0, 5], [1, 7]], r"row 0 should be \[0, 0\], got \[0, 5\]", False),
+    ([[1, 0], [0, 0]], r"row 0 should be \[0, 0\], got \[1, 0\]", False),
+])
+def test_chunk_indices_checked_against_cu_seqlens(rows, match, row_count, device):
+    """chunk_indices that do not list cu_seqlens' chunks raise (they made the kernels read out of
+    bounds: an abort, or a wrong output): every row on the CPU; on an accelerator the row count,
+    with cu_seqlens_cpu (the rows' values are not read back there)."""
+    x = _two_seqs(device)
+    ci = torch.tensor(rows, device=device)
+    if ci.device.type != "cpu" and not row_count:
+        return
+    if x["cu_seqlens"].device.type == "cpu":
+        with pytest.raises(ValueError, match=match):
+            chunk_gated_delta_rule(**x, chunk_indices=ci)
+    with pytest.raises(ValueError, match=match):
+        chunk_gated_delta_rule(**x, chunk_indices=ci, cu_seqlens_cpu=x["cu_seqlens"].cpu())
+    with pytest.raises(TypeError, match="chunk_indices must have an integer dtype"):
+        chunk_gated_delta_rule(**x, chunk_indices=ci.float())
+    # the conv's 64-token chunk list is checked the same way
+    xc = torch.randn(1, 16, 8, device=device)
+    with pytest.raises(ValueError, match=match):
+        causal_conv1d(xc, torch.randn(8, 4, device=device), cu_seqlens=x["cu_seqlens"], chunk_indices=ci,
+                      cu_seqlens_cpu=x["cu_seqlens"].cpu())
+
+
+def test_chunk_indices_of_another_chunk_size(device):
+    """chunk_indices built for 16-token chunks passed with chunk_size=64 raise."""
+    ci = prepare_chunk_indices(torch.tensor([0, 24, 40]), 16)
+    x = make_inputs(1, 40, 1, 1, 16, 16, torch.float32, device, varlen=[0, 24, 40])
+    x.pop("use_gate_in_kernel")
+    with pytest.raises(ValueError, match=r"one row per 64-token chunk of cu_seqlens \(2 rows\), got 3 rows"):
+        chunk_gated_delta_rule(**x, chunk_indices=ci.to(device), cu_seqlens_cpu=torch.tensor([0, 24, 40]))
+    o = chunk_gated_delta_rule(**x, chunk_indices=ci.to(device), chunk_size=16)[0]
+    assert torch.equal(o, chunk_gated_delta_rule(**x, chunk_size=16)[0])
+
+
+def test_cu_seqlens_cpu_differs_from_cu_seqlens():
+    """cu_seqlens on the host and a different cu_seqlens_cpu raise, naming both (cu_seqlens was
+    used silently)."""
+    x = _two_seqs("cpu")
+    with pytest.raises(ValueError, match=r"cu_seqlens_cpu must hold the same boundaries as cu_seqlens; "
+                                         r"got cu_seqlens=\[0, 8, 16\] and cu_seqlens_cpu=\[0, 4, 16\]"):
+        chunk_gated_delta_rule(**x, cu_seqlens_cpu=torch.tensor([0, 4, 16]))
+    xc = torch.randn(1, 16, 8)
+    with pytest.raises(ValueError, match="cu_seqlens_cpu must hold the same boundaries"):
+        causal_conv1d(xc, torch.randn(8, 4), cu_seqlens=x["cu_seqlens"], cu_seqlens_cpu=torch.tensor([0, 4, 16]))

@@ -254,15 +254,14 @@ def test_a_log_missing_with_gate_in_kernel(op, device):
 
 
 @pytest.mark.parametrize("op", OPS)
-def test_gate_params_without_gate_in_kernel_warn(op, device):
-    """A_log / dt_bias given with use_gate_in_kernel=False are ignored, as in
-    flash-linear-attention, but not silently: a warning names them and the flag; the result is
-    the op without them."""
+def test_gate_params_without_gate_in_kernel_raise(op, device):
+    """A_log / dt_bias given with use_gate_in_kernel=False would not be used (flash-linear-attention
+    ignores them): a ValueError names them and the flag to pass."""
     x = make_inputs(B, T, H, HV, K, V, torch.float32, device)
-    plain = op(**x)[0]
-    with pytest.warns(UserWarning, match=r"A_log and dt_bias given with use_gate_in_kernel=False are ignored"):
-        got = op(**_with(x, A_log=torch.randn(HV, device=device), dt_bias=torch.randn(HV, device=device)))[0]
-    assert torch.equal(got, plain)
+    a, d = torch.randn(HV, device=device), torch.randn(HV, device=device)
+    expect(ValueError, op, _with(x, A_log=a, dt_bias=d), "A_log and dt_bias given with use_gate_in_kernel=False",
+           "pass use_gate_in_kernel=True")
+    expect(ValueError, op, _with(x, dt_bias=d), "dt_bias given with use_gate_in_kernel=False")
 
 
 @pytest.mark.parametrize("op", OPS)

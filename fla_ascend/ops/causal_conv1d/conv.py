@@ -914,7 +914,8 @@ def causal_conv1d(
         if residual is not None:
             check_tensor("residual", residual, shape=(B, T, D))
             residual = residual.contiguous()
-        cu_seqlens, cu_seqlens_cpu, chunk_indices = check_varlen(cu_seqlens, cu_seqlens_cpu, chunk_indices, B, T)
+        cu_seqlens, cu_seqlens_cpu, chunk_indices = check_varlen(cu_seqlens, cu_seqlens_cpu, chunk_indices, B, T,
+                                                                 FLA_CHUNK_SIZE)
         N = cu_seqlens.numel() - 1 if cu_seqlens is not None else B
         if initial_state is not None:
             check_tensor("initial_state", initial_state)
@@ -986,7 +987,9 @@ def causal_conv1d_update(
 
     Args:
         x: ``[N, D]``, ``[N, 1, D]`` / ``[1, N, D]`` (one token per sequence), or ``[N, 1, H, P]``
-            (flattened to ``D = H * P``); channel stride 1.
+            with ``H > 1`` (flattened to ``D = H * P``; flash-linear-attention flattens only when
+            ``P`` is not ``weight``'s ``D``, so a 4-D ``[N, 1, 1, D]`` raises there and here);
+            channel stride 1.
         cache: ``[N, D, W]``, contiguous; updated in place.
         residual: like ``x``, or ``None``.
         weight: ``[D, W]`` or ``[D, 1, W]``; ``None`` means all ones (the sum of the window).
@@ -1004,14 +1007,15 @@ def causal_conv1d_update(
     with op_errors("causal_conv1d_update"):
         check_tensor("x", x)
         shape = x.shape
-        if x.dim() == 4 and x.shape[1] == 1:  # [N, 1, H, P]: one token of H heads
+        if x.dim() == 4 and x.shape[1] == 1 and x.shape[2] > 1:  # [N, 1, H, P]: one token of H heads
             x = x.reshape(x.shape[0], 1, -1)
         if x.dim() == 3 and (x.shape[0] == 1 or x.shape[1] == 1):
             x2 = x.reshape(-1, x.shape[-1]) if x.shape[1] == 1 else x[0]
         elif x.dim() == 2:
             x2 = x
         else:
-            raise ValueError(f"x must have shape [N, D], [N, 1, D], [1, N, D] or [N, 1, H, P], got {tuple(shape)}")
+            raise ValueError(f"x must have shape [N, D], [N, 1, D], [1, N, D] or [N, 1, H, P] (H > 1 heads of P "
+                             f"channels, D = H * P), got {tuple(shape)}")
         if x2.stride(-1) != 1:
             x2 = x2.contiguous()
         N, D = x2.shape

@@ -218,7 +218,7 @@ def chunk_gated_delta_rule(
         use_gate_in_kernel: compute ``g = -exp(A_log) * softplus(g + dt_bias)`` fused with the
             chunk cumsum (Qwen3-Next's GatedDeltaNet gate).
         A_log, dt_bias: ``[HV]``; ``A_log`` required with ``use_gate_in_kernel``, ``dt_bias`` optional;
-            without ``use_gate_in_kernel`` both are ignored, with a ``UserWarning``.
+            without ``use_gate_in_kernel`` either one raises ``ValueError`` (it would not be used).
         chunk_size: 16, 32 or 64 (default).
         **kwargs: the deprecated ``transpose_state_layout`` (= ``state_v_first``); ``head_first``
             raises ``DeprecationWarning``; other names raise ``TypeError``.
@@ -232,7 +232,8 @@ def chunk_gated_delta_rule(
         ValueError: a non-finite ``scale``, mismatched B/T/H/HV between inputs, ``HV`` not a multiple of ``H``, ``K`` or
             ``V`` above 256, invalid ``cu_seqlens`` / ``cu_seqlens_cpu`` / ``chunk_indices``, wrong
             ``initial_state`` shape, tensors on different devices, ``chunk_size`` not in
-            {16, 32, 64}, ``A_log`` missing with ``use_gate_in_kernel``, ``allow_neg_eigval``
+            {16, 32, 64}, ``A_log`` missing with ``use_gate_in_kernel`` (or ``A_log`` / ``dt_bias``
+            given without it), ``allow_neg_eigval``
             without ``use_beta_sigmoid_in_kernel``.
         NotImplementedError: from the backward, on a CUDA GPU, when ``K`` or ``V`` is below
             :data:`CUDA_MIN_BWD_HEAD_DIM`; with ``cp_context``, ``initial_state`` or ``output_final_state``.
@@ -245,15 +246,15 @@ def chunk_gated_delta_rule(
 
         cu_seqlens = check_cp_call(op, cp_context, q, initial_state, output_final_state)
         cu_seqlens_cpu, chunk_indices = cp_context.cu_seqlens_cpu, None
+    if not isinstance(chunk_size, numbers.Integral) or isinstance(chunk_size, bool) or chunk_size not in CHUNK_SIZES:
+        raise ValueError(f"chunk_gated_delta_rule: chunk_size must be one of {CHUNK_SIZES}, got {chunk_size!r}")
+    chunk_size = int(chunk_size)
     x: GatedDeltaRuleInputs = validate_inputs(
         op, q, k, v, g, beta, scale, initial_state, cu_seqlens,
         use_gate_in_kernel, A_log, dt_bias, output_final_state, use_beta_sigmoid_in_kernel=use_beta_sigmoid_in_kernel,
         allow_neg_eigval=allow_neg_eigval, state_v_first=state_v_first, cu_seqlens_cpu=cu_seqlens_cpu,
-        chunk_indices=chunk_indices,
+        chunk_indices=chunk_indices, chunk_size=chunk_size,
     )
-    if not isinstance(chunk_size, numbers.Integral) or isinstance(chunk_size, bool) or chunk_size not in CHUNK_SIZES:
-        raise ValueError(f"chunk_gated_delta_rule: chunk_size must be one of {CHUNK_SIZES}, got {chunk_size!r}")
-    chunk_size = int(chunk_size)
     if backend.is_interpreter() and x.q.dtype == torch.bfloat16:
         # the Triton interpreter computes garbage for tl.dot on bf16 operands (README, "Where each tier runs")
         raise TypeError("chunk_gated_delta_rule: bfloat16 is not supported on the Triton interpreter (CPU); "

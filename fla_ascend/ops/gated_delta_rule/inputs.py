@@ -37,13 +37,14 @@ def validate_inputs(
     op: str, q, k, v, g, beta, scale, initial_state, cu_seqlens, use_gate_in_kernel, A_log, dt_bias,
     output_final_state=False, *, gk=None, gv=None, gates_optional=False, use_beta_sigmoid_in_kernel=False,
     allow_neg_eigval=False, state_v_first=False, cu_seqlens_cpu=None, chunk_indices=None,
+    chunk_size=None,
 ) -> GatedDeltaRuleInputs:
     """Check shapes, dtypes, devices and varlen boundaries; return contiguous inputs.
 
     ``gates_optional`` (the fused recurrent op): ``g`` and ``beta`` may be ``None``, ``beta`` may be
     ``[B, T, HV, V]``, and ``gk``
     ``[B, T, HV, K]`` / ``gv`` ``[B, T, HV, V]`` may be given. ``state_v_first``: ``initial_state``
-    is ``[N, HV, V, K]``. ``cu_seqlens_cpu`` / ``chunk_indices``: see
+    is ``[N, HV, V, K]``. ``cu_seqlens_cpu`` / ``chunk_indices`` (of ``chunk_size``-token chunks): see
     :func:`fla_ascend.ops.utils.check_varlen`.
 
     Raises:
@@ -94,11 +95,11 @@ def validate_inputs(
         else:
             if A_log is not None or dt_bias is not None:
                 given = " and ".join(n for n, t in (("A_log", A_log), ("dt_bias", dt_bias)) if t is not None)
-                warnings.warn(f"{op}: {given} given with use_gate_in_kernel=False are ignored (g is used as the "
-                              "log decay as it is); pass use_gate_in_kernel=True to compute the gate from them",
-                              UserWarning, stacklevel=3)
-            A_log = dt_bias = None
-        cu_seqlens, cu_seqlens_cpu, chunk_indices = check_varlen(cu_seqlens, cu_seqlens_cpu, chunk_indices, B, T)
+                raise ValueError(f"{given} given with use_gate_in_kernel=False would not be used (g is taken as "
+                                 "the log decay as it is); pass use_gate_in_kernel=True to compute the gate from "
+                                 "them, or leave them None")
+        cu_seqlens, cu_seqlens_cpu, chunk_indices = check_varlen(cu_seqlens, cu_seqlens_cpu, chunk_indices, B, T,
+                                                                 chunk_size)
         N = B if cu_seqlens is None else cu_seqlens.numel() - 1
         if initial_state is not None:
             check_tensor("initial_state", initial_state, (N, HV, V, K) if state_v_first else (N, HV, K, V),

@@ -7,6 +7,8 @@ from collections.abc import Iterable, Iterator, Sequence
 
 import torch
 
+from fla_ascend.ops.utils.index import prepare_chunk_indices
+
 FLOAT_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 
 
@@ -119,15 +121,26 @@ def check_cu_seqlens(cu_seqlens: object, B: int, T: int) -> torch.Tensor:
 
 def check_varlen(
     cu_seqlens: object, cu_seqlens_cpu: object, chunk_indices: object, B: int, T: int,
+    chunk_size: int | None = None,
 ) -> tuple[torch.Tensor | None, torch.Tensor | None, torch.Tensor | None]:
     """Validate flash-linear-attention's varlen arguments without a device-to-host copy where it can.
 
     - ``cu_seqlens`` alone: :func:`check_cu_seqlens` (reads its values on the host: one copy).
-    - with ``cu_seqlens_cpu`` (a host copy of the same boundaries): that copy is validated and
-      ``cu_seqlens`` is only checked for dtype and length; its values are not read.
+    - with ``cu_seqlens_cpu`` (a host copy of the same boundaries): that copy is validated and,
+      when ``cu_seqlens`` is on the CPU too, compared with it value by value; on an accelerator
+      ``cu_seqlens`` is only checked for dtype and length (its values are not read).
     - with ``chunk_indices`` (``[NT, 2]`` int rows ``(i_n, i_t)``, as built by
-      :func:`fla_ascend.ops.utils.prepare_chunk_indices` for the op's chunk size): ``cu_seqlens``'
-      values are not read either; both are trusted to describe the same batch.
+      :func:`fla_ascend.ops.utils.prepare_chunk_indices` for the op's ``chunk_size``): checked for
+      shape and dtype always. Where the boundaries are known on the host (``cu_seqlens_cpu`` given,
+      or ``cu_seqlens`` on the CPU) the row count is compared with the chunk list built from them,
+      and when ``chunk_indices`` is on the CPU too, every row. On an accelerator without
+      ``cu_seqlens_cpu`` neither ``cu_seqlens``' values nor ``chunk_indices``' rows are read (that
+      would be a device-to-host synchronisation): both are trusted to describe the same batch, and
+      rows out of range make the kernels read out of bounds.
+
+    Args:
+        chunk_size: tokens per chunk that ``chunk_indices`` must describe; ``None`` skips the
+            comparison with the boundaries.
 
     Returns:
         ``(cu_seqlens, cu_seqlens_cpu, chunk_indices)`` as given.
@@ -135,8 +148,9 @@ def check_varlen(
     Raises:
         TypeError: a non-tensor or a non-integer tensor.
         ValueError: ``cu_seqlens_cpu`` or ``chunk_indices`` without ``cu_seqlens``; ``cu_seqlens_cpu``
-            not on the CPU or of another length; ``chunk_indices`` not ``[NT, 2]``; plus
-            :func:`check_cu_seqlens`' errors.
+            not on the CPU, of another length or (``cu_seqlens`` on the CPU) other values;
+            ``chunk_indices`` not ``[NT, 2]``, on another device, or not the chunk list of the
+            boundaries (where checked, see above); plus :func:`check_cu_seqlens`' errors.
     """
     if cu_seqlens is None:
         for name, t in (("cu_seqlens_cpu", cu_seqlens_cpu), ("chunk_indices", chunk_indices)):
@@ -153,6 +167,9 @@ def check_varlen(
         raise ValueError(f"cu_seqlens must be 1-D with N+1 >= 2 entries, got shape {tuple(cu_seqlens.shape)}")
     if B != 1:
         raise ValueError(f"with cu_seqlens the batch size B must be 1 (sequences packed along T), got B={B}")
+    host = None  # the boundaries on the host, where known without a device-to-host copy
+    if on_host(cu_seqlens):
+        host = check_cu_seqlens(cu_seqlens, B, T)
     if cu_seqlens_cpu is not None:
         check_cu_seqlens(cu_seqlens_cpu, B, T)
         if cu_seqlens_cpu.device.type != "cpu":
@@ -160,6 +177,10 @@ def check_varlen(
         if cu_seqlens_cpu.numel() != cu_seqlens.numel():
             raise ValueError(f"cu_seqlens_cpu must have cu_seqlens' length {cu_seqlens.numel()}, "
                              f"got {cu_seqlens_cpu.numel()}")
+        if host is not None and not torch.equal(host.long(), cu_seqlens_cpu.long()):
+            raise ValueError(f"cu_seqlens_cpu must hold the same boundaries as cu_seqlens; got cu_seqlens="
+                             f"{host.tolist()} and cu_seqlens_cpu={cu_seqlens_cpu.tolist()}")
+        host = cu_seqlens_cpu
     if chunk_indices is not None:
         if not isinstance(chunk_indices, torch.Tensor):
             raise TypeError(f"chunk_indices must be a torch.Tensor, got {type(chunk_indices).__name__}")
@@ -170,4 +191,26 @@ def check_varlen(
         if chunk_indices.device != cu_seqlens.device:
             raise ValueError(f"chunk_indices must be on cu_seqlens' device {cu_seqlens.device}, "
                              f"got {chunk_indices.device}")
+        if chunk_size is not None and host is not None:
+            _check_chunk_indices(chunk_indices, host, chunk_size)
     return cu_seqlens, cu_seqlens_cpu, chunk_indices
+
+
+def on_host(t: torch.Tensor) -> bool:
+    """Whether ``t``'s values can be read without a device-to-host copy (it is on the CPU)."""
+    return t.device.type == "cpu"
+
+
+def _check_chunk_indices(chunk_indices: torch.Tensor, host: torch.Tensor, chunk_size: int) -> None:
+    """``chunk_indices`` against the chunk list of the host boundaries ``host``: the row count
+    always, every row when ``chunk_indices`` is on the CPU (no device-to-host copy either way)."""
+    want = prepare_chunk_indices(host, chunk_size)
+    if chunk_indices.shape[0] != want.shape[0]:
+        raise ValueError(f"chunk_indices must have one row per {chunk_size}-token chunk of cu_seqlens "
+                         f"({want.shape[0]} rows), got {chunk_indices.shape[0]} rows")
+    if on_host(chunk_indices):
+        bad = (chunk_indices.long() != want.long()).any(1)
+        if bool(bad.any()):
+            i = int(torch.nonzero(bad)[0])
+            raise ValueError(f"chunk_indices must list the {chunk_size}-token chunks of cu_seqlens as rows "
+                             f"(sequence, chunk); row {i} should be {want[i].tolist()}, got {chunk_indices[i].tolist()}")
