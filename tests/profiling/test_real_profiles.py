@@ -259,3 +259,17 @@ def test_cli_on_a_folder_of_ranks(capsys, tmp_path):
     assert "--msprof-op applies to one run" in capsys.readouterr().err
     assert main(["profile", "analyze", str(CORPUS / GPT3 / "test_rank_0"), "--strict"]) == 2
     assert "line 17" in capsys.readouterr().err
+
+
+def test_parent_of_unrelated_runs_is_refused(capsys):
+    """The corpus root holds runs of several jobs (rank 0 five times): `profile analyze` refuses
+    it with the runs listed per folder instead of a cross-rank verdict over unrelated runs."""
+    from fla_ascend.cli import main
+
+    with pytest.raises(ValueError, match="not the ranks of one job"):
+        A.analyze_ranks(CORPUS, top=5)
+    assert main(["profile", "analyze", str(CORPUS)]) == 2
+    err = capsys.readouterr().err
+    assert "ranks 0, 1 occur more than once" in err and "msinsight-st-level2: rank_0_ascend_pt (rank 0)" in err
+    assert "slowest rank" not in err
+    assert len(A.analyze_ranks(CORPUS / LLM, top=5).ranks) == 4  # one job's folder of ranks still works
