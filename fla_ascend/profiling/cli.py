@@ -89,6 +89,20 @@ def _fail(msg: str, code: int = 2) -> int:
     return code
 
 
+def _check_out(args) -> str | None:
+    """Check ``--out`` before any work, as every command does (:func:`fla_ascend.cli_common.output_dir`:
+    a missing chain of folders only under the current directory); the error message, or None."""
+    if not getattr(args, "out", None):
+        return None
+    from fla_ascend.cli_common import output_dir
+
+    try:
+        output_dir(args.out, "--out")
+    except (ValueError, OSError) as e:
+        return str(e)
+    return None
+
+
 def _print_report(rep, console) -> None:
     title = f"[bold]{rep.source}[/bold]" + (f" (rank {rep.rank})" if rep.rank is not None else "")
     console.print(f"{title}: {rep.headline()}", highlight=False)
@@ -120,6 +134,8 @@ def run_analyze(args) -> int:
 
     if args.top < 1:
         return _fail(f"--top must be >= 1, got {args.top}")
+    if (err := _check_out(args)) is not None:
+        return _fail(err)
     try:
         p = Path(args.dir)
         several = (p.is_dir() and len(find_runs(p)) > 1) or (
@@ -162,6 +178,8 @@ def run_compare(args) -> int:
 
     if args.top < 1:
         return _fail(f"--top must be >= 1, got {args.top}")
+    if (err := _check_out(args)) is not None:
+        return _fail(err)
     try:
         from .readers import load_run
 
@@ -194,6 +212,8 @@ def run_op(args) -> int:
     try:
         shape = resolve_case(args.name, args.shapes, mode, args.provider)  # bad arguments first, before any device
         device = detect_device()
+        if (err := _check_out(args)) is not None:
+            return _fail(err)
         call, _ = op_call(args.name, shape, mode, args.provider, args.dtype)
     except (ValueError, NoDeviceError) as e:
         return _fail(str(e))

@@ -173,3 +173,16 @@ def test_cli_profile_op_chunk_gated_delta_rule(tmp_path, capsys):
     assert (tmp_path / "report" / "report.md").is_file()
     k = R.read_kernel_details(next(tmp_path.glob("*_pt")))
     assert len(k) > 0
+
+
+def test_cli_out_outside_cwd_is_refused_before_work(tmp_path, monkeypatch, capsys):
+    """`--out` follows the rest of the CLI (cli_common.output_dir): a missing chain of folders
+    outside the current directory is refused, nothing is created."""
+    monkeypatch.chdir(tmp_path)
+    bad = tmp_path.parent / f"{tmp_path.name}-absent" / "dir"
+    assert main(["profile", "analyze", str(SAMPLES / "base"), "--out", str(bad)]) == 2
+    assert "--out" in capsys.readouterr().err
+    assert main(["profile", "compare", str(SAMPLES / "base"), str(SAMPLES / "new"), "--out", str(bad)]) == 2
+    assert not bad.parent.exists()
+    assert main(["profile", "analyze", str(SAMPLES / "base"), "--no-plots", "--out", "sub/dir"]) == 0
+    assert (tmp_path / "sub" / "dir" / "report.json").is_file()
