@@ -130,23 +130,23 @@ def run_analyze(args) -> int:
     """``profile analyze``: print the report (one section per rank and a cross-rank table for a
     folder of ranks); with ``--out`` also write it (Markdown, JSON, PNGs)."""
     from .analyze import ClusterReport, analyze, analyze_ranks
-    from .readers import csv_kind, find_runs, read_msprof_op
+    from .readers import csv_kind, find_runs, read_msprof_op, resolve_input
 
     if args.top < 1:
         return _fail(f"--top must be >= 1, got {args.top}")
     if (err := _check_out(args)) is not None:
         return _fail(err)
     try:
-        p = Path(args.dir)
+        p = resolve_input(args.dir)  # a folder holding only one profiler file stands for that file
         several = (p.is_dir() and len(find_runs(p)) > 1) or (
             p.is_file() and p.suffix == ".csv" and csv_kind(p) == "cluster_step_trace")
         if several and args.msprof_op:
             return _fail("--msprof-op applies to one run; PATH holds several ranks: pass one rank's directory")
         op = read_msprof_op(args.msprof_op) if args.msprof_op else None
         if several:
-            rep = analyze_ranks(args.dir, top=args.top, by=args.by, chip=args.chip, strict=args.strict)
+            rep = analyze_ranks(p, top=args.top, by=args.by, chip=args.chip, strict=args.strict)
         else:
-            rep = analyze(args.dir, top=args.top, by=args.by, msprof_op=op, chip=args.chip, strict=args.strict)
+            rep = analyze(p, top=args.top, by=args.by, msprof_op=op, chip=args.chip, strict=args.strict)
     except (FileNotFoundError, ValueError) as e:
         return _fail(str(e))
     if args.json:
@@ -154,7 +154,7 @@ def run_analyze(args) -> int:
     else:
         con = _console()
         if isinstance(rep, ClusterReport):
-            con.print(f"[bold]{rep.source}[/bold]: {len(rep.ranks)} ranks", highlight=False)
+            con.print(f"[bold]{rep.source}[/bold]: {len(rep.ranks)} rank{'' if len(rep.ranks) == 1 else 's'}", highlight=False)
             cols = ["rank", "kernels", "compute_us", "computing", "communication_not_overlapped", "overlapped", "free",
                     "stage", "stage_vs_fastest"]
             con.print(_rich_table(rep.cross, cols, "Across ranks (us per step)"))
