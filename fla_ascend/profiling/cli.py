@@ -174,7 +174,7 @@ def run_analyze(args) -> int:
 
 def run_compare(args) -> int:
     """``profile compare``: print per-key table and totals; with ``--out`` write them and a PNG."""
-    from .compare import compare, geomean_text, speedup_text
+    from .compare import compare, geomean_text, ratio_text
 
     if args.top < 1:
         return _fail(f"--top must be >= 1, got {args.top}")
@@ -189,7 +189,7 @@ def run_compare(args) -> int:
     con = _console()
     t = cmp.totals
     con.print(f"compute kernels: base {t['base_us']:.3f} us/step ({t['steps_base']} steps), new {t['new_us']:.3f} "
-              f"us/step ({t['steps_new']} steps): {speedup_text(t)}, {geomean_text(t)}; communication (not "
+              f"us/step ({t['steps_new']} steps): {ratio_text(t)}, {geomean_text(t)}; communication (not "
               f"compared): base {t['communication_base_us']:.3f}, new {t['communication_new_us']:.3f} us/step; "
               f"{t['keys_base_only']} base-only, {t['keys_new_only']} new-only",
               highlight=False)

@@ -98,7 +98,7 @@ def test_cli_analyze_and_compare_on_shipped_sample(tmp_path, capsys):
     assert (tmp_path / "a" / "time_share.png").is_file() and (tmp_path / "a" / "report.md").is_file()
     assert main(["profile", "compare", str(SAMPLES / "base"), str(SAMPLES / "new"), "--out", str(tmp_path / "c")]) == 0
     out = capsys.readouterr().out
-    assert "speedup" in out and (tmp_path / "c" / "compare.png").is_file()
+    assert "compute time new/base" in out and (tmp_path / "c" / "compare.png").is_file()
     js = json.loads((tmp_path / "c" / "compare.json").read_text())
     assert js["totals"]["keys_new_only"] == 1
     assert main(["profile", "analyze", str(tmp_path / "nothing")]) == 2
