@@ -9,7 +9,8 @@
 
 ``analyze`` and ``compare`` need no device and import only pandas, NumPy, matplotlib and rich.
 PATH is a run (``*_ascend_pt``, ``*_ascend_ms``, msprof ``PROF_*`` / ``mindstudio_profiler_output``),
-a parent folder of ranks (one section per rank and a cross-rank table), or one profiler file.
+a parent folder of one job's ranks (one section per rank and a cross-rank table; runs of several jobs
+are refused), one profiler file, or a folder holding only one profiler file.
 ``op`` needs an NPU or a CUDA GPU and exits with status 2 and a message otherwise.
 """
 from __future__ import annotations
@@ -24,7 +25,7 @@ def register(sub) -> None:
     ps = p.add_subparsers(dest="profile_command", required=True)
 
     a = ps.add_parser("analyze", help="diagnose one profiler run (no device needed)")
-    a.add_argument("dir", help="a *_ascend_pt / *_ascend_ms / *_cuda_pt / PROF_* directory, a parent folder of "
+    a.add_argument("dir", help="a *_ascend_pt / *_ascend_ms / *_cuda_pt / PROF_* directory, a parent folder of one job's "
                    "ranks, or one profiler file (kernel_details.csv, op_summary_*.csv, step_trace_time.csv...)")
     a.add_argument("--chip", default=None, help="Ascend chip for the roofline and Memory rule (default: the chip "
                    "table's default, with a warning)")
