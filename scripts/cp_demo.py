@@ -16,6 +16,7 @@ import os
 import torch
 import torch.distributed as dist
 
+from fla_ascend.cli_common import split_list
 from fla_ascend.ops import causal_conv1d, chunk_gated_delta_rule
 from fla_ascend.ops.cp import build_cp_context
 from fla_ascend.ops.utils import rel_rmse
@@ -40,12 +41,33 @@ def layer(x, conv_w, A_log, dt_bias, gate, beta, H, K, cu_seqlens, cp_context):
     return o
 
 
-def main() -> None:
+def _seqlens(text: str) -> list[int]:
+    """One ``--seqlens`` word: lengths separated by commas or semicolons (cli_common.split_list)."""
+    items = split_list(text) or []
+    try:
+        lens = [int(s) for s in items]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected positive integers separated by spaces, commas or semicolons, "
+                                         f"got {text!r}") from None
+    if not lens or min(lens) < 1:
+        raise argparse.ArgumentTypeError(f"expected positive integers, got {text!r}")
+    return lens
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    """The demo's options; ``--seqlens 40,150,67`` and ``--seqlens 40 150 67`` are the same."""
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--layout", choices=["contiguous", "zigzag"], default="contiguous")
-    p.add_argument("--seqlens", type=int, nargs="+", default=[40, 150, 66],
-                   help="sequence lengths of the packed batch (their sum must divide by the number of parts)")
-    args = p.parse_args()
+    p.add_argument("--seqlens", type=_seqlens, nargs="+", default=[[40, 150, 66]],
+                   help="sequence lengths of the packed batch, separated by spaces, commas or semicolons "
+                        "(their sum must divide by the number of parts)")
+    args = p.parse_args(argv)
+    args.seqlens = [n for part in args.seqlens for n in part]
+    return args
+
+
+def main() -> None:
+    args = parse_args()
     cuda = torch.cuda.is_available()
     dist.init_process_group("nccl" if cuda else "gloo")
     rank, world = dist.get_rank(), dist.get_world_size()

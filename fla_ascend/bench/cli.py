@@ -86,6 +86,10 @@ def run(args) -> int:
     """Run the suite from parsed arguments; print the table; write the requested files."""
     if args.list:
         return _list()
+    if args.quick and args.full_size:
+        print("fla-ascend bench: --quick runs smaller CPU shapes and --full-size runs them as given: pass one "
+              "of them", file=sys.stderr)
+        return 2
     if args.layer:
         given = [opt for opt, v in (("--json", args.json_path), ("--markdown", args.markdown), ("--plot", args.plot))
                  if v]
@@ -125,6 +129,10 @@ def run(args) -> int:
     except OSError as e:  # the --json artifact is rewritten after every case
         err.print(f"[red]fla-ascend bench: cannot write an output file: {e}[/red]")
         return 2
+    if not artifact["results"]:  # the error and why (the notes), not an empty table before it
+        err.print("[red]fla-ascend bench: no case matched the selection (ops, shapes and modes)"
+                  + "".join(f"\n  {n}" for n in artifact.get("notes") or []) + "[/red]", highlight=False)
+        return 2
     report.print_table(artifact, compact=args.compact)
     try:
         _write_outputs(args, artifact, suite, report, err)
@@ -135,9 +143,6 @@ def run(args) -> int:
     if bad:
         err.print(f"[red]{len(bad)} case(s) failed their correctness gate or raised[/red]")
         return 1
-    if not artifact["results"]:
-        err.print("[red]fla-ascend bench: no case matched the selection (ops, shapes and modes)[/red]")
-        return 2
     if all(r["skipped"] for r in artifact["results"]):
         err.print("[red]fla-ascend bench: every case was skipped (see the note column): nothing was measured[/red]")
         return 2

@@ -5,6 +5,8 @@ back with :func:`fla_ascend.bench.suite.read_json`) and never run anything.
 """
 from __future__ import annotations
 
+import textwrap
+
 from pathlib import Path
 
 __all__ = ["table_rows", "print_table", "to_markdown", "write_markdown", "write_plot", "failed"]
@@ -200,7 +202,9 @@ def write_plot(artifact: dict, path: str | Path) -> Path:
     title = "Median time per call of each provider (bars), by op and mode"
     if per_group == 2:
         title += "; below: achieved GB/s and TFLOP/s as fractions of the copy bandwidth and bf16 matmul peak"
-    fig.suptitle(title + "\n" + _meta_line(artifact), fontsize=7)
+    # wrapped to the figure's width (about 0.6 em per character at 7 pt), so no line is clipped at the edges
+    width = max(40, int(fig.get_figwidth() * 72 / (7 * 0.6)) - 4)
+    fig.suptitle("\n".join(textwrap.wrap(title, width) + textwrap.wrap(_meta_line(artifact), width)), fontsize=7)
     fig.tight_layout()
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)

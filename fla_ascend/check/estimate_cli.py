@@ -223,10 +223,15 @@ def _parse_shape(op: str, spec: str) -> list:
     if "=" in spec:
         base = dict(next(iter(SHAPES[op].values())))
         for part in spec.split(","):
-            k, v = part.split("=")
+            k, _, v = part.partition("=")
             if k.strip() not in base:
                 raise ValueError(f"--shape key {k.strip()!r} is not a size of {op} (sizes: {', '.join(base)})")
-            base[k.strip()] = int(v)
+            try:
+                base[k.strip()] = int(v)
+            except ValueError:
+                raise ValueError(f"--shape {k.strip()}: expected a positive integer (KEY=VALUE,...), got {v!r}") from None
+            if base[k.strip()] < 1:
+                raise ValueError(f"--shape {k.strip()}: expected a positive integer, got {v!r}")
         return [("-".join(f"{k}{v}" for k, v in base.items()), base)]
     raise ValueError(f"--shape must be one of {', '.join(SHAPES[op])}, 'anchors', 'all' or KEY=VALUE,..., got {spec!r}")
 
@@ -257,7 +262,7 @@ def collect(args) -> dict:
     from fla_ascend.check.lower import require_compiler
     from fla_ascend.tiling.chips import get_chip
 
-    require_compiler()
+    require_compiler("estimate")
     chip = get_chip(args.chip)
     ops = list(OPS) if args.op == "all" else [args.op]
     fla_reason = fla_available() if args.against == "fla" else None
@@ -269,6 +274,8 @@ def collect(args) -> dict:
         for name, shape in _parse_shape(op, args.shape):
             t0 = time.perf_counter()
             ours = estimate_op(op, name, chip, "ours", shape, log).to_dict()
+            if (ours.get("error") or "").startswith("ValueError"):  # the op refused the shape: a usage error
+                raise ValueError(f"{op} --shape {name}: {ours['error'].removeprefix('ValueError: ')}")
             theirs = estimate_op(op, name, chip, "fla", shape, log).to_dict() if args.against == "fla" else None
             cmd = (f"fla-ascend estimate {op} --shape {name} --chip {chip.name}"
                    + (" --against fla" if args.against else ""))
@@ -298,7 +305,7 @@ def _calibration(args) -> int:
     from fla_ascend.check.estimate import calibrate, fla_available
     from fla_ascend.check.lower import require_compiler
 
-    require_compiler()
+    require_compiler("estimate")
     reason = fla_available()
     if reason:
         raise RuntimeError(reason)
@@ -315,8 +322,25 @@ def _calibration(args) -> int:
     return 0
 
 
+def check_outputs(args) -> str | None:
+    """Check ``--json`` / ``--markdown`` / ``--png`` before any work (cli_common.output_file);
+    returns the first error message, or None."""
+    from fla_ascend.cli_common import output_file
+
+    for flag in ("json", "markdown", "png"):
+        if getattr(args, flag, None):
+            try:
+                output_file(getattr(args, flag), f"--{flag}")
+            except (ValueError, OSError) as e:
+                return str(e)
+    return None
+
+
 def worker_main(argv=None) -> int:
     args = build_parser().parse_args(argv)
+    if (err := check_outputs(args)) is not None:
+        print(f"fla-ascend estimate: {err}", file=sys.stderr)
+        return 2
     if args.op == "calibration":
         try:
             return _calibration(args)
@@ -350,6 +374,9 @@ def register(sub) -> None:
 def run(args) -> int:
     from fla_ascend.check.cli import run_worker
 
+    if (err := check_outputs(args)) is not None:
+        print(f"fla-ascend estimate: {err}", file=sys.stderr)
+        return 2
     argv = [args.op, "--shape", args.shape, "--chip", args.chip]
     for flag in ("against", "json", "markdown", "png"):
         if getattr(args, flag):

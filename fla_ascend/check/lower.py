@@ -41,19 +41,20 @@ class Lowered:
     constants: dict = field(default_factory=dict)
 
 
-def require_compiler() -> None:
-    """Raise ``RuntimeError`` unless triton-ascend is installed and the interpreter is off."""
+def require_compiler(command: str = "check") -> None:
+    """Raise ``RuntimeError`` unless triton-ascend is installed and the interpreter is off; the
+    message names ``fla-ascend <command>`` (``check`` or ``estimate``) as the command to run."""
     try:
         import importlib.metadata as md
 
         md.version("triton-ascend")
     except Exception as e:
-        raise RuntimeError("the NPU readiness check needs triton-ascend 3.2.0, which cannot share an environment "
+        raise RuntimeError(f"`fla-ascend {command}` needs triton-ascend 3.2.0, which cannot share an environment "
                            "with upstream Triton: create its own with `bash scripts/setup_env.sh ascend` and run "
-                           "`.venv-ascend/bin/fla-ascend check`") from e
+                           f"`.venv-ascend/bin/fla-ascend {command}`") from e
     if os.environ.get("TRITON_INTERPRET", "0") == "1":
         raise RuntimeError("TRITON_INTERPRET=1: kernels are interpreted functions and cannot be lowered; "
-                           "run the check through `fla-ascend check` (it starts a clean worker process)")
+                           f"run it through `fla-ascend {command}` (it starts a clean worker process)")
 
 
 _CACHE: dict = {}

@@ -860,15 +860,55 @@ class ClusterReport:
         return files
 
 
+def _check_one_job(path, runs: list[Run]) -> None:
+    """Raise ValueError unless ``runs`` (more than one) look like the ranks of one job: one
+    parent folder and distinct, known rank ids."""
+    if len(runs) < 2:
+        return
+    parents = {Path(r.path).parent for r in runs}
+    ranks = [r.rank for r in runs]
+    dup = sorted({k for k in ranks if k is not None and ranks.count(k) > 1})
+    unknown = [r for r in runs if r.rank is None]
+    if len(parents) == 1 and not dup and not unknown:
+        return
+    why = []
+    if len(parents) > 1:
+        why.append(f"they lie in {len(parents)} different folders")
+    if dup:
+        why.append(("rank " if len(dup) == 1 else "ranks ") + ", ".join(map(str, dup))
+                   + (" occurs" if len(dup) == 1 else " occur") + " more than once")
+    if unknown:
+        why.append(f"{len(unknown)} have no rank id")
+    lines = []
+    for parent in sorted(parents, key=str):
+        members = [r for r in runs if Path(r.path).parent == parent]
+        lines.append(f"  {parent}: " + ", ".join(
+            f"{Path(r.path).name} (rank {'?' if r.rank is None else r.rank})" for r in members))
+    example = sorted(parents, key=str)[0]
+    raise ValueError(
+        f"path: {path} holds {len(runs)} profiler runs that are not the ranks of one job ("
+        + "; ".join(why) + "):\n" + "\n".join(lines)
+        + f"\npass one job's folder of ranks (e.g. {example}) or one run's folder, and analyse each "
+        "job separately")
+
+
 def analyze_ranks(path, *, top: int = 10, by="type", thresholds: Thresholds = Thresholds(), chip=None,
                   strict: bool = False) -> ClusterReport:
     """Diagnose every run under ``path`` (a parent folder of ranks): one report per rank and the
     cross-rank table. A path holding one run gives a one-rank report.
 
+    The runs must be the ranks of one job: siblings in one folder, each with its own rank id
+    (``profiler_info*.json`` ``rank_id`` or ``rank<N>`` in the folder name). A folder holding
+    unrelated runs (several jobs, rank 0 twice, runs without a rank id) is refused rather than
+    compared as if its runs were ranks.
+
     Raises:
+        ValueError: ``path`` holds runs that are not the ranks of one job; the message lists
+            them, grouped by folder, and says what to pass instead.
         The readers' errors and :func:`analyze`'s.
     """
     runs = load_runs(path, strict=strict)
+    _check_one_job(path, runs)
     reports = [analyze(r, top=top, by=by, thresholds=thresholds, chip=chip) for r in runs]
     cross, verdict = cross_rank(runs)
     return ClusterReport(source=str(path), ranks=reports, cross=cross, verdict=verdict)

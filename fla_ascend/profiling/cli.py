@@ -9,7 +9,8 @@
 
 ``analyze`` and ``compare`` need no device and import only pandas, NumPy, matplotlib and rich.
 PATH is a run (``*_ascend_pt``, ``*_ascend_ms``, msprof ``PROF_*`` / ``mindstudio_profiler_output``),
-a parent folder of ranks (one section per rank and a cross-rank table), or one profiler file.
+a parent folder of one job's ranks (one section per rank and a cross-rank table; runs of several jobs
+are refused), one profiler file, or a folder holding only one profiler file.
 ``op`` needs an NPU or a CUDA GPU and exits with status 2 and a message otherwise.
 """
 from __future__ import annotations
@@ -24,7 +25,7 @@ def register(sub) -> None:
     ps = p.add_subparsers(dest="profile_command", required=True)
 
     a = ps.add_parser("analyze", help="diagnose one profiler run (no device needed)")
-    a.add_argument("dir", help="a *_ascend_pt / *_ascend_ms / *_cuda_pt / PROF_* directory, a parent folder of "
+    a.add_argument("dir", help="a *_ascend_pt / *_ascend_ms / *_cuda_pt / PROF_* directory, a parent folder of one job's "
                    "ranks, or one profiler file (kernel_details.csv, op_summary_*.csv, step_trace_time.csv...)")
     a.add_argument("--chip", default=None, help="Ascend chip for the roofline and Memory rule (default: the chip "
                    "table's default, with a warning)")
@@ -89,6 +90,20 @@ def _fail(msg: str, code: int = 2) -> int:
     return code
 
 
+def _check_out(args) -> str | None:
+    """Check ``--out`` before any work, as every command does (:func:`fla_ascend.cli_common.output_dir`:
+    a missing chain of folders only under the current directory); the error message, or None."""
+    if not getattr(args, "out", None):
+        return None
+    from fla_ascend.cli_common import output_dir
+
+    try:
+        output_dir(args.out, "--out")
+    except (ValueError, OSError) as e:
+        return str(e)
+    return None
+
+
 def _print_report(rep, console) -> None:
     title = f"[bold]{rep.source}[/bold]" + (f" (rank {rep.rank})" if rep.rank is not None else "")
     console.print(f"{title}: {rep.headline()}", highlight=False)
@@ -116,21 +131,23 @@ def run_analyze(args) -> int:
     """``profile analyze``: print the report (one section per rank and a cross-rank table for a
     folder of ranks); with ``--out`` also write it (Markdown, JSON, PNGs)."""
     from .analyze import ClusterReport, analyze, analyze_ranks
-    from .readers import csv_kind, find_runs, read_msprof_op
+    from .readers import csv_kind, find_runs, read_msprof_op, resolve_input
 
     if args.top < 1:
         return _fail(f"--top must be >= 1, got {args.top}")
+    if (err := _check_out(args)) is not None:
+        return _fail(err)
     try:
-        p = Path(args.dir)
+        p = resolve_input(args.dir)  # a folder holding only one profiler file stands for that file
         several = (p.is_dir() and len(find_runs(p)) > 1) or (
             p.is_file() and p.suffix == ".csv" and csv_kind(p) == "cluster_step_trace")
         if several and args.msprof_op:
             return _fail("--msprof-op applies to one run; PATH holds several ranks: pass one rank's directory")
         op = read_msprof_op(args.msprof_op) if args.msprof_op else None
         if several:
-            rep = analyze_ranks(args.dir, top=args.top, by=args.by, chip=args.chip, strict=args.strict)
+            rep = analyze_ranks(p, top=args.top, by=args.by, chip=args.chip, strict=args.strict)
         else:
-            rep = analyze(args.dir, top=args.top, by=args.by, msprof_op=op, chip=args.chip, strict=args.strict)
+            rep = analyze(p, top=args.top, by=args.by, msprof_op=op, chip=args.chip, strict=args.strict)
     except (FileNotFoundError, ValueError) as e:
         return _fail(str(e))
     if args.json:
@@ -138,7 +155,7 @@ def run_analyze(args) -> int:
     else:
         con = _console()
         if isinstance(rep, ClusterReport):
-            con.print(f"[bold]{rep.source}[/bold]: {len(rep.ranks)} ranks", highlight=False)
+            con.print(f"[bold]{rep.source}[/bold]: {len(rep.ranks)} rank{'' if len(rep.ranks) == 1 else 's'}", highlight=False)
             cols = ["rank", "kernels", "compute_us", "computing", "communication_not_overlapped", "overlapped", "free",
                     "stage", "stage_vs_fastest"]
             con.print(_rich_table(rep.cross, cols, "Across ranks (us per step)"))
@@ -158,10 +175,12 @@ def run_analyze(args) -> int:
 
 def run_compare(args) -> int:
     """``profile compare``: print per-key table and totals; with ``--out`` write them and a PNG."""
-    from .compare import compare, geomean_text, speedup_text
+    from .compare import compare, geomean_text, ratio_text
 
     if args.top < 1:
         return _fail(f"--top must be >= 1, got {args.top}")
+    if (err := _check_out(args)) is not None:
+        return _fail(err)
     try:
         from .readers import load_run
 
@@ -171,7 +190,7 @@ def run_compare(args) -> int:
     con = _console()
     t = cmp.totals
     con.print(f"compute kernels: base {t['base_us']:.3f} us/step ({t['steps_base']} steps), new {t['new_us']:.3f} "
-              f"us/step ({t['steps_new']} steps): {speedup_text(t)}, {geomean_text(t)}; communication (not "
+              f"us/step ({t['steps_new']} steps): {ratio_text(t)}, {geomean_text(t)}; communication (not "
               f"compared): base {t['communication_base_us']:.3f}, new {t['communication_new_us']:.3f} us/step; "
               f"{t['keys_base_only']} base-only, {t['keys_new_only']} new-only",
               highlight=False)
@@ -194,6 +213,8 @@ def run_op(args) -> int:
     try:
         shape = resolve_case(args.name, args.shapes, mode, args.provider)  # bad arguments first, before any device
         device = detect_device()
+        if (err := _check_out(args)) is not None:
+            return _fail(err)
         call, _ = op_call(args.name, shape, mode, args.provider, args.dtype)
     except (ValueError, NoDeviceError) as e:
         return _fail(str(e))

@@ -4,7 +4,8 @@ Keys default to (``type``, ``core``, ``input_shapes``), as msprof-analyze's comp
 may have different step counts, and an op may launch several kernels per step: all totals are
 therefore also given per step (total / number of distinct ``step`` values, 1 when the run has no
 step column), and ratios are taken on the per-step totals. ``ratio`` = new / base (below 1: the
-new run is faster); ``speedup`` = base / new.
+new run is faster); the printed totals use the same direction (new / base time), and the JSON
+also keeps ``speedup`` = base / new.
 """
 from __future__ import annotations
 
@@ -42,21 +43,28 @@ def _as_kernels(x, name):
                     f"got {type(x).__name__}")
 
 
-def speedup_text(totals: dict) -> str:
-    """The total part of a comparison's summary line: ``speedup 1.253x``, or which run has no
-    device time (a run whose kernels all last 0 us)."""
+def _direction(r: float) -> str:
+    return "new is faster" if r < 1 else "new is slower" if r > 1 else "same time"
+
+
+def ratio_text(totals: dict) -> str:
+    """The total part of a comparison's summary line, in the table's direction (new / base time):
+    ``compute time new/base 0.798 (new is faster; ...)``, or which run has no device time (a run
+    whose kernels all last 0 us)."""
     empty = [n for n in ("base", "new") if not totals[f"{n}_us"] > 0]
     if empty:
-        return f"compute speedup undefined ({' and '.join(empty)} with no compute kernel time)"
-    return f"compute speedup {totals['speedup']:.3f}x (compute kernels only, communication excluded)"
+        return f"compute time new/base undefined ({' and '.join(empty)} with no compute kernel time)"
+    r = totals["ratio"]
+    return f"compute time new/base {r:.3f} ({_direction(r)}; compute kernels only, communication excluded)"
 
 
 def geomean_text(totals: dict) -> str:
-    """The geometric-mean part of a comparison's summary line: over the kernel keys both runs
-    share with time on both sides, or why there is none (two providers' kernels have different
-    names; or the shared ones last 0 us on one side)."""
+    """The geometric-mean part of a comparison's summary line (new / base time, as the table):
+    over the kernel keys both runs share with time on both sides, or why there is none (two
+    providers' kernels have different names; or the shared ones last 0 us on one side)."""
     if totals["keys_geomean"]:
-        return f"geometric mean over {totals['keys_geomean']} common key(s): {totals['geomean_speedup']:.3f}x"
+        return (f"geometric mean of new/base over {totals['keys_geomean']} common key(s): "
+                f"{totals['geomean_ratio']:.3f}")
     if totals["keys_both"]:
         return f"no geometric mean ({totals['keys_both']} common key(s), none with time on both sides)"
     return "no common kernel key (different kernels: only the totals compare)"
@@ -72,9 +80,10 @@ class Comparison:
     ``status`` (``both``, ``base only``, ``new only``), sorted by the larger per-step total.
     ``totals``: ``base_us`` / ``new_us`` (per-step time of the compute kernels: communication
     tasks are left out of the table and the totals, as their time is mostly waiting on other
-    ranks), ``communication_base_us`` / ``communication_new_us`` (per step), ``speedup``
-    (base_us / new_us), ``geomean_speedup`` (geometric mean of base/new over keys on both sides
-    with nonzero times; NaN when there is none), ``keys_geomean`` (how many keys it averages),
+    ranks), ``communication_base_us`` / ``communication_new_us`` (per step), ``ratio``
+    (new_us / base_us, the direction printed), ``geomean_ratio`` (geometric mean of new/base over
+    keys on both sides with nonzero times; NaN when there is none), ``speedup`` and
+    ``geomean_speedup`` (their inverses, base / new), ``keys_geomean`` (how many keys it averages),
     ``steps_base``, ``steps_new``, ``keys_both``, ``keys_base_only``, ``keys_new_only``.
     """
 
@@ -92,7 +101,7 @@ class Comparison:
                  f"new {t['new_us']:.3f} us ({t['steps_new']} step(s)); communication tasks (not compared, "
                  f"their time is mostly waiting on other ranks): base {t['communication_base_us']:.3f} us, "
                  f"new {t['communication_new_us']:.3f} us",
-                 f"- total (base / new): {speedup_text(t)}; {geomean_text(t)}",
+                 f"- total (new / base time, below 1: new is faster): {ratio_text(t)}; {geomean_text(t)}",
                  f"- keys only in base: {t['keys_base_only']}; only in new: {t['keys_new_only']}", ""]
         cols = self.key + ["count_base", "count_new", "total_base_us", "total_new_us", "ratio", "status"]
         df = self.table if top is None else self.table.head(top)
@@ -178,7 +187,10 @@ def compare(base, new, by="type") -> Comparison:
     both = t[(t["status"] == "both") & (t["total_base_us"] > 0) & (t["total_new_us"] > 0)]
     geo = float(np.exp(np.mean(np.log(both["total_base_us"] / both["total_new_us"])))) if len(both) else math.nan
     base_us, new_us = float(t["total_base_us"].sum()), float(t["total_new_us"].sum())
-    totals = {"base_us": base_us, "new_us": new_us, "speedup": base_us / new_us if new_us > 0 else math.nan,
+    totals = {"base_us": base_us, "new_us": new_us,
+              "ratio": new_us / base_us if base_us > 0 and new_us > 0 else math.nan,
+              "geomean_ratio": 1.0 / geo if geo > 0 else math.nan,
+              "speedup": base_us / new_us if new_us > 0 else math.nan,
               "geomean_speedup": geo, "steps_base": nb, "steps_new": nn,
               "keys_both": int((t["status"] == "both").sum()), "keys_geomean": len(both),
               "keys_base_only": int((t["status"] == "base only").sum()),

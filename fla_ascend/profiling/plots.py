@@ -192,8 +192,9 @@ def plot_compare(cmp, path, top: int = 15) -> Path:
         ax.text(max(r["total_base_us"], r["total_new_us"]), yi, f"  {txt}", va="center", fontsize=8)
     ax.set_xlim(0, mx * 1.25)
     ax.set_xlabel("time per step (us)")
-    from .compare import speedup_text
+    from .compare import ratio_text
 
-    ax.set_title(f"new vs base: {speedup_text(cmp.totals)}\n(ratio = new / base, per step)", fontsize=10)
+    ax.set_title(f"new vs base: {ratio_text(cmp.totals)}\n(bars: time per step; x = new / base time, below 1: "
+                 "new is faster)", fontsize=10)
     ax.legend(fontsize=8)
     return _save(fig, path)

@@ -90,6 +90,7 @@ __all__ = [
     "read_msprof_op",
     "load_run",
     "load_runs",
+    "resolve_input",
     "parse_shapes",
     "RowIssue",
     "FILE_KINDS",
@@ -451,8 +452,53 @@ def find_runs(path) -> list[Path]:
         raise FileNotFoundError(
             f"no profiler run under {p}: expected a directory ending in "
             f"{' / '.join(RUN_DIR_SUFFIXES)}, or holding {OUTPUT_SUBDIR}/, {MSPROF_OUTPUT_SUBDIR}/ "
-            f"or one of {', '.join(_BARE_RUN_FILES)}")
+            f"or one of {', '.join(_BARE_RUN_FILES)}, or a folder holding exactly one profiler file "
+            f"({', '.join(_PROFILER_FILES)})")
     return sorted(found)
+
+
+#: The single files a folder may hold instead of a run (see :func:`resolve_input`), for messages.
+_PROFILER_FILES = ("kernel_details.csv", "op_summary_*.csv", "op_statistic_*.csv", "step_trace_time.csv",
+                   "cluster_step_trace_time.csv", "task_time_*.csv", "operator_details.csv", "trace_view.json")
+
+
+def _lone_profiler_file(folder: Path) -> Path | None:
+    """The one profiler file directly inside ``folder`` (a CSV whose header :func:`file_kind`
+    recognises, or ``trace_view.json``), or None when there are none or several."""
+    found = []
+    for f in sorted(folder.iterdir()):
+        if not f.is_file():
+            continue
+        if f.name == "trace_view.json":
+            found.append(f)
+        elif f.suffix.lower() == ".csv":
+            try:
+                if csv_kind(f) is not None:
+                    found.append(f)
+            except (OSError, ProfilingFormatError):
+                continue
+    return found[0] if len(found) == 1 else None
+
+
+def resolve_input(path) -> Path:
+    """What a user's ``path`` stands for: ``path`` itself, except for a folder that holds no
+    profiler run but exactly one profiler file (a folder with only ``op_summary_1.csv``, a
+    ``cluster_analysis_output`` with only ``cluster_step_trace_time.csv``): that file.
+
+    Raises:
+        FileNotFoundError: a folder with neither a run nor exactly one profiler file; the message
+            names the run layouts and file kinds looked for."""
+    p = Path(path)
+    if not p.is_dir():
+        return p
+    try:
+        find_runs(p)
+    except FileNotFoundError:
+        lone = _lone_profiler_file(p)
+        if lone is None:
+            raise
+        return lone
+    return p
 
 
 def _one_run(path) -> Path:
@@ -1155,7 +1201,8 @@ def _load_msprof(run: Path, issues: list | None) -> Run:
 def load_run(path, strict: bool = False) -> Run:
     """Read one run: a ``*_ascend_pt`` / ``*_ascend_ms`` / ``*_cuda_pt`` directory (or a folder
     holding ``ASCEND_PROFILER_OUTPUT`` or the bare files), an msprof ``PROF_*`` /
-    ``mindstudio_profiler_output`` folder, a parent holding exactly one of these, or one file
+    ``mindstudio_profiler_output`` folder, a parent holding exactly one of these, a folder holding
+    only one profiler file (:func:`resolve_input`), or one file
     (``kernel_details.csv``, ``op_summary_*.csv``, ``op_statistic*.csv``, ``step_trace_time.csv``,
     ``cluster_step_trace_time.csv``, ``task_time_*.csv``, ``trace_view.json``).
 
@@ -1170,7 +1217,7 @@ def load_run(path, strict: bool = False) -> Run:
         column).
     """
     issues: list | None = None if strict else []
-    p = Path(path)
+    p = resolve_input(path)
     if p.is_file():
         return _load_file(p, issues)
     run = _one_run(path)
@@ -1213,7 +1260,7 @@ def load_runs(path, strict: bool = False) -> list[Run]:
     """Every run under ``path`` (one per rank for a parent folder of ranks; see
     :func:`find_runs`), or the one run / file ``path`` is, read by :func:`load_run`, in rank
     order (directory order where ranks are unknown)."""
-    p = Path(path)
+    p = resolve_input(path)
     if p.is_file():
         return [load_run(p, strict)]
     runs = [load_run(r, strict) for r in find_runs(p)]

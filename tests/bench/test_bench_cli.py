@@ -111,3 +111,45 @@ def test_all_cases_skipped_is_not_success(capsys):
         pytest.skip("flash-linear-attention is importable here")
     assert cli.main(["bench", "--ops", "l2norm", "--providers", "fla", "--quick", "--no-progress"]) == 2
     assert "every case was skipped" in capsys.readouterr().err
+
+
+def test_quick_with_full_size_refused(capsys):
+    """--quick (smaller CPU shapes) and --full-size (shapes as given) contradict each other."""
+    assert cli.main(["bench", "--quick", "--full-size", "--no-progress"]) == 2
+    assert "--quick" in capsys.readouterr().err
+
+
+def test_no_matching_case_error_first_without_empty_table(capsys):
+    """A selection with no case (the recurrent op has no backward) gives the error and the reason,
+    and no empty table before it."""
+    assert cli.main(["bench", "--ops", "fused_recurrent_gated_delta_rule", "--modes", "fwdbwd",
+                     "--no-progress"]) == 2
+    cap = capsys.readouterr()
+    assert "no case matched" in cap.err and "has no fwdbwd mode" in cap.err
+    assert "fla-ascend bench" not in cap.out and cap.out.strip() == ""
+
+
+def test_plot_caption_fits_the_figure(tmp_path, monkeypatch):
+    """The plot's title and metadata line are wrapped to the figure width: no text leaves the figure."""
+    import matplotlib.figure
+
+    from fla_ascend.bench import report
+
+    meta = {"device": "cpu", "device_name": "a long processor name " * 3, "triton_flavour": "triton",
+            "triton_version": "3.9.0", "torch_version": "2.13.0", "fla_version": None,
+            "timing_method": "median of repeated calls timed with time.perf_counter " * 2, "cpu_scaled": True,
+            "interpreter": True}
+    rows = [{"op": "l2norm", "mode": "fwd", "shape": "B1-T64-H2-D64", "provider": p, "ms": ms, "gbps": None,
+             "tflops": None} for p, ms in (("fla_ascend", 1.0), ("torch_ref", 2.0))]
+    seen = {}
+    save = matplotlib.figure.Figure.savefig
+
+    def capture(fig, *a, **k):
+        save(fig, *a, **k)
+        seen["box"] = fig._suptitle.get_window_extent(fig.canvas.get_renderer())
+        seen["fig"] = fig.bbox.width, fig.bbox.height
+
+    monkeypatch.setattr(matplotlib.figure.Figure, "savefig", capture)
+    report.write_plot({"meta": meta, "results": rows}, tmp_path / "p.png")
+    (width, height), box = seen["fig"], seen["box"]
+    assert box.x0 >= 0 and box.x1 <= width and box.y1 <= height, (box, width, height)

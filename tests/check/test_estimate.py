@@ -108,3 +108,21 @@ def test_against_flash_linear_attention(tmp_path):
     assert all(la["ok"] for la in fwd["fla"]) and fwd["fla"]
     assert sum(la["total"]["mte2_bytes"] for la in fwd["fla"]) == fwd["ours"][0]["total"]["mte2_bytes"]
     assert case["rows"][-1]["stage"] == "total" and case["rows"][-1]["ratio"] is not None
+
+
+def test_usage_errors_exit_2_before_any_work(tmp_path, monkeypatch):
+    """A shape the op refuses, a malformed --shape value and an output path in a missing folder
+    outside the current directory exit with status 2 and a message, with no table and no traceback."""
+    from fla_ascend.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    for argv, words in [
+        (["l2norm", "--shape", "B=1,T=64,H=2,D=9000", "--quiet"], ["l2norm --shape", "D"]),
+        (["l2norm", "--shape", "B=x"], ["--shape B", "'x'"]),
+        (["l2norm", "--shape", "small", "--json", str(tmp_path.parent / f"{tmp_path.name}-absent" / "r.json")], []),
+    ]:
+        proc = run_worker(argv, module="fla_ascend.check.estimate", capture_output=True, text=True, timeout=600)
+        assert proc.returncode == 2, (argv, proc.stdout[-2000:], proc.stderr[-2000:])
+        assert "Traceback" not in proc.stderr and "0.0" not in proc.stdout, proc.stdout
+        assert all(w in proc.stderr for w in words), proc.stderr
+    assert main(["estimate", "l2norm", "--json", "/nonexistent-dir-for-test/r.json"]) == 2

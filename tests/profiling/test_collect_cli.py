@@ -98,7 +98,7 @@ def test_cli_analyze_and_compare_on_shipped_sample(tmp_path, capsys):
     assert (tmp_path / "a" / "time_share.png").is_file() and (tmp_path / "a" / "report.md").is_file()
     assert main(["profile", "compare", str(SAMPLES / "base"), str(SAMPLES / "new"), "--out", str(tmp_path / "c")]) == 0
     out = capsys.readouterr().out
-    assert "speedup" in out and (tmp_path / "c" / "compare.png").is_file()
+    assert "compute time new/base" in out and (tmp_path / "c" / "compare.png").is_file()
     js = json.loads((tmp_path / "c" / "compare.json").read_text())
     assert js["totals"]["keys_new_only"] == 1
     assert main(["profile", "analyze", str(tmp_path / "nothing")]) == 2
@@ -173,3 +173,16 @@ def test_cli_profile_op_chunk_gated_delta_rule(tmp_path, capsys):
     assert (tmp_path / "report" / "report.md").is_file()
     k = R.read_kernel_details(next(tmp_path.glob("*_pt")))
     assert len(k) > 0
+
+
+def test_cli_out_outside_cwd_is_refused_before_work(tmp_path, monkeypatch, capsys):
+    """`--out` follows the rest of the CLI (cli_common.output_dir): a missing chain of folders
+    outside the current directory is refused, nothing is created."""
+    monkeypatch.chdir(tmp_path)
+    bad = tmp_path.parent / f"{tmp_path.name}-absent" / "dir"
+    assert main(["profile", "analyze", str(SAMPLES / "base"), "--out", str(bad)]) == 2
+    assert "--out" in capsys.readouterr().err
+    assert main(["profile", "compare", str(SAMPLES / "base"), str(SAMPLES / "new"), "--out", str(bad)]) == 2
+    assert not bad.parent.exists()
+    assert main(["profile", "analyze", str(SAMPLES / "base"), "--no-plots", "--out", "sub/dir"]) == 0
+    assert (tmp_path / "sub" / "dir" / "report.json").is_file()

@@ -45,6 +45,9 @@ def test_totals(runs):
     assert cmp.totals["base_us"] == pytest.approx(base, abs=1e-3)
     assert cmp.totals["new_us"] == pytest.approx(new, abs=1e-3)
     assert cmp.totals["speedup"] == pytest.approx(base / new, rel=1e-5)
+    # the printed total reads in the table's direction (new / base time), stated in words
+    assert cmp.totals["ratio"] == pytest.approx(new / base, rel=1e-5)
+    assert f"compute time new/base {new / base:.3f} (new is {'faster' if new < base else 'slower'}" in C.ratio_text(cmp.totals)
     geo = np.exp(np.mean(np.log([1 / 0.8, 1 / 1.25, 1 / 2.0, 1.0])))
     assert cmp.totals["geomean_speedup"] == pytest.approx(geo, rel=1e-5)
     assert (cmp.totals["keys_both"], cmp.totals["keys_base_only"], cmp.totals["keys_new_only"]) == (4, 1, 1)
@@ -84,8 +87,8 @@ def test_summary_without_common_keys(runs):
     assert cmp.totals["keys_both"] == 0 and cmp.totals["keys_geomean"] == 0
     text = C.geomean_text(cmp.totals)
     assert "no common kernel key" in text and "nan" not in text
-    assert C.geomean_text(C.compare(*runs).totals) == "geometric mean over 4 common key(s): " + \
-        f"{C.compare(*runs).totals['geomean_speedup']:.3f}x"
+    assert C.geomean_text(C.compare(*runs).totals) == "geometric mean of new/base over 4 common key(s): " + \
+        f"{1 / C.compare(*runs).totals['geomean_speedup']:.3f}"
 
 
 def test_zero_time_and_empty_runs(runs, tmp_path):
@@ -95,7 +98,7 @@ def test_zero_time_and_empty_runs(runs, tmp_path):
     kb, kn = (R.read_kernel_details(r) for r in runs)
     zero = kn.assign(duration_us=0.0)
     cmp = C.compare(kb, zero)
-    assert C.speedup_text(cmp.totals) == "compute speedup undefined (new with no compute kernel time)"
+    assert C.ratio_text(cmp.totals) == "compute time new/base undefined (new with no compute kernel time)"
     text = C.geomean_text(cmp.totals)
     assert "none with time on both sides" in text and "nan" not in text
     assert "nan" not in cmp.to_markdown().lower()

@@ -259,3 +259,33 @@ def test_cli_on_a_folder_of_ranks(capsys, tmp_path):
     assert "--msprof-op applies to one run" in capsys.readouterr().err
     assert main(["profile", "analyze", str(CORPUS / GPT3 / "test_rank_0"), "--strict"]) == 2
     assert "line 17" in capsys.readouterr().err
+
+
+def test_parent_of_unrelated_runs_is_refused(capsys):
+    """The corpus root holds runs of several jobs (rank 0 five times): `profile analyze` refuses
+    it with the runs listed per folder instead of a cross-rank verdict over unrelated runs."""
+    from fla_ascend.cli import main
+
+    with pytest.raises(ValueError, match="not the ranks of one job"):
+        A.analyze_ranks(CORPUS, top=5)
+    assert main(["profile", "analyze", str(CORPUS)]) == 2
+    err = capsys.readouterr().err
+    assert "ranks 0, 1 occur more than once" in err and "msinsight-st-level2: rank_0_ascend_pt (rank 0)" in err
+    assert "slowest rank" not in err
+    assert len(A.analyze_ranks(CORPUS / LLM, top=5).ranks) == 4  # one job's folder of ranks still works
+
+
+@pytest.mark.parametrize("folder, kind", [(f"{GPT3}/test_kernel_parse", "op_summary"),
+                                          (f"{UT}/resource/advisor/cluster_analysis_output", "cluster")])
+def test_folder_of_one_profiler_file_reads_that_file(folder, kind, capsys):
+    """A folder holding only op_summary_1.csv or only cluster_step_trace_time.csv stands for
+    that file (it was 'no profiler run under ...'); a folder with neither names the file kinds."""
+    from fla_ascend.cli import main
+
+    f = R.resolve_input(CORPUS / folder)
+    assert f.is_file() and f.parent == CORPUS / folder
+    assert R.load_run(CORPUS / folder).kernels.shape == R.load_run(f).kernels.shape
+    assert main(["profile", "analyze", str(CORPUS / folder)]) == 0
+    assert str(f) in capsys.readouterr().out
+    with pytest.raises(FileNotFoundError, match=r"op_summary_\*\.csv"):
+        R.load_run(CORPUS / UT / "resource")
