@@ -26,8 +26,7 @@ FWD_O_TILES = [Tile((6, "BT", "BT"), "fp32", "A, its gating and causal masks", b
 BWD_DV_LOCAL_TILES = [Tile((10, "BT", "BT"), "fp32", "A^T, its gating and causal masks", buffered=False),
     Tile((2, "BT", 16), "fp32", "g", buffered=False)]
 BWD_DQKWG_TILES = [Tile((6, "BT", "BT"), "fp32", "dS, S / dSg, gating and masks", buffered=False),
-    Tile((4, "BT", "BK"), "fp32", "dq, dk, dw", buffered=False),
-    Tile((3, "BT", "BK"), "fp32", "q, k blocks and products"), Tile((4, "BK", "BV"), "fp32", "h, dh blocks")]
+    Tile((5, "BT", "BK"), "fp32", "q, k blocks, dq, dk, dw"), Tile((4, "BK", "BV"), "fp32", "h, dh blocks")]
 
 
 @triton.jit
@@ -331,7 +330,7 @@ def chunk_bwd_dqkwg(
     """
     B, T, H, K = q.shape
     HV, V = do.shape[2], do.shape[3]
-    s = npu_tiles(BWD_DQKWG_TILES, chunk_size, q, {"BK": [64, 32, 16], "BV": [64, 32, 16]}) or {"BK": 64, "BV": 64}
+    s = npu_tiles(BWD_DQKWG_TILES, chunk_size, q, {"BK": [64], "BV": [64, 32, 16]}) or {"BK": 64, "BV": 64}
     BK = min(s["BK"], dot_dim(K))
     NK = cdiv(K, BK)
     dq = torch.empty(B, T, HV, K, dtype=dq_dtype, device=q.device)

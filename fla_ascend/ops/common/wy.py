@@ -41,8 +41,7 @@ WY_FWD_TILES = [
     Tile(("5 * AI_LOAD", "BT", 8), "fp32", "g, beta", buffered=False)]
 WY_BWD_TILES = [Tile((8, "BT", "BT"), "fp32", "Ai, dA and temporaries", buffered=False),
     Tile((6, "BT", "BK"), "fp32", "k, dw, dk blocks", buffered=False),
-    Tile((2, "BT", "BV"), "fp32", "v, du blocks", buffered=False),
-    Tile((2, "BK", "BV"), "fp32", "products over K and V blocks")]
+    Tile(("BT", "BV"), "fp32", "v, du blocks"), Tile((2, "BK", "BV"), "fp32", "products over K and V blocks")]
 
 
 @triton.jit
@@ -432,7 +431,7 @@ def chunk_wy_bwd(
     dk = dk_in if dk_dtype == dk_in.dtype else torch.empty_like(dk_in, dtype=dk_dtype)
     dv = torch.empty_like(v)
     dbeta_t = torch.empty_like(beta_t)
-    s = npu_tiles(WY_BWD_TILES, chunk_size, k, {"BK": [64, 32, 16], "BV": [64, 32, 16]})
+    s = npu_tiles(WY_BWD_TILES, chunk_size, k, {"BK": [64, 32], "BV": [64, 32, 16]})
     BK, BV = min((s or {}).get("BK", 64), dot_dim(K)), min((s or {}).get("BV", 64), dot_dim(V))
     if s is None:
         BK, BV = off_npu_slabs(BK, BV)
