@@ -225,7 +225,8 @@ KERNELS: dict[str, KernelInfo] = {
                     buffered=False)]),
     _M + "common.wy.chunk_wy_fwd_kernel": KernelInfo(
         "cube", CHUNK_SCENARIOS,
-        tiles=wy.WY_FWD_TILES),
+        tiles=wy.WY_FWD_TILES,
+        sizes=lambda s: {**{k: v for k, v in s.items() if not isinstance(v, str)}, "AI_LOAD": int(s["AI_MODE"] == "load")}),
     _M + "common.chunk_h.chunk_fwd_h_kernel": KernelInfo(
         "cube", CHUNK_SCENARIOS,
         tiles=chunk_h.FWD_H_TILES),
@@ -268,8 +269,8 @@ KERNELS: dict[str, KernelInfo] = {
         "vector", CONV_UPDATE_SCENARIOS, tiles=conv.UPDATE_TILES),
     _M + "cp.chain.affine_step_kernel": KernelInfo(
         "cube", CHAIN_SCENARIOS,
-        tiles=[Tile(("BK", "BV"), "fp32", "acc (b + A h)", buffered=False), Tile(("BK", "BKJ"), "fp32", "A block"),
-               Tile(("BKJ", "BV"), "fp32", "h block"), Tile(("BK", "BV"), "fp32", "dot result")]),
+        # bishengir-compile's plan (A2): one [BK, BV] fp32 buffer in UB (the dots' operands stay in L1 / L0)
+        tiles=[Tile(("BK", "BV"), "fp32", "acc (b + A h)", buffered=False)]),
     _M + "norm.rms_norm_gated.rms_norm_gated_fwd_kernel": KernelInfo(
         "vector", RMS_SCENARIOS, tiles=[Tile((2, "BM", "BD"), "in", "x, g", buffered=False),
                                         Tile((7, "BM", "BD"), "fp32", "float32 x, g, y, temporaries", buffered=False),

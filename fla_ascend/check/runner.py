@@ -221,7 +221,10 @@ def _sizes_for(case: Case, launch: Launch) -> dict:
         if isinstance(v, torch.Tensor) and v.is_floating_point():
             sizes["in_bytes"] = v.element_size()
             break
-    return case.sizes(sizes) if case.sizes else sizes
+    if not case.sizes:
+        return sizes
+    # case.sizes also sees the string constexprs (AI_MODE...) and returns int sizes
+    return case.sizes({**sizes, **{k: v for k, v in launch.kwargs.items() if isinstance(v, str)}})
 
 
 def _evaluate(case: Case, launch: Launch, chip: ChipSpec) -> CaseResult:

@@ -3,7 +3,15 @@
 Model (docs/ascend-rules.md, R4)::
 
     charged = multibuffer x sum(bytes of buffered live tiles) + sum(bytes of unbuffered tiles)
+              if that is at most chip.ub_bytes,
+              else max(sum(bytes of all live tiles), chip.ub_bytes)
     fits   <=> charged <= chip.ub_bytes x margin
+
+The second line follows bishengir-compile: it multi-buffers a kernel's loop buffers only when the
+multi-buffered plan fits the UB; otherwise it retries (code motion off, then without
+multi-buffering) and its plan fills at most the UB, which the model charges (docs/check.md).
+So a kernel whose multi-buffered tiles do not fit is charged the whole UB: it fits only a
+``margin`` of 1, and only when its tiles fit once.
 
 - A *tile* is an on-chip buffer a kernel keeps live at its peak: a loaded block, an
   accumulator, an intermediate. Declare it as ``Tile(("BT", "BK"), "fp32")``; shape entries
@@ -132,13 +140,20 @@ class UBEstimate:
         return self.charged <= self.budget
 
 
-def _raw_and_charged(tiles: TileSpec, sizes: Mapping[str, int], multibuffer: int) -> tuple[int, int]:
+def _raw_and_charged(tiles: TileSpec, sizes: Mapping[str, int], multibuffer: int,
+                     ub_bytes: int | None = None) -> tuple[int, int]:
     if callable(tiles):
-        raw = int(tiles(sizes))
-        return raw, raw * multibuffer
-    buf = sum(t.nbytes(sizes) for t in tiles if t.buffered)
-    once = sum(t.nbytes(sizes) for t in tiles if not t.buffered)
-    return buf + once, buf * multibuffer + once
+        buf, once = int(tiles(sizes)), 0
+    else:
+        buf = sum(t.nbytes(sizes) for t in tiles if t.buffered)
+        once = sum(t.nbytes(sizes) for t in tiles if not t.buffered)
+    charged = buf * multibuffer + once
+    if ub_bytes is not None and charged > ub_bytes:
+        # bishengir-compile multi-buffers only when the multi-buffered plan fits the UB; otherwise it
+        # retries (code motion off, then buffers planned once) and plans at most the whole UB
+        # (docs/check.md, "The UB model against bishengir-compile's plan")
+        charged = max(buf + once, ub_bytes)
+    return buf + once, charged
 
 
 def budget(chip: str | ChipSpec | None = None, margin: float = DEFAULT_MARGIN) -> int:
@@ -172,7 +187,7 @@ def predict(tiles: TileSpec, sizes: Mapping[str, int], chip: str | ChipSpec | No
     """
     if not isinstance(multibuffer, int) or multibuffer < 1:
         raise ValueError(f"multibuffer must be an int >= 1, got {multibuffer!r}")
-    raw, charged = _raw_and_charged(tiles, sizes, multibuffer)
+    raw, charged = _raw_and_charged(tiles, sizes, multibuffer, get_chip(chip).ub_bytes)
     return UBEstimate(raw=raw, charged=charged, budget=budget(chip, margin))
 
 
@@ -224,10 +239,11 @@ def fit_tiles(tiles: TileSpec, candidates: Mapping[str, Iterable[int]], fixed: M
             raise ValueError(f"size {n!r} is both fixed and a candidate")
         values.append(vals)
     limit = budget(chip, margin)
+    ub_bytes = get_chip(chip).ub_bytes
     best, best_key, smallest = None, None, None
     for combo in itertools.product(*values):
         sizes = {**fixed, **dict(zip(names, combo))}
-        raw, charged = _raw_and_charged(tiles, sizes, multibuffer)
+        raw, charged = _raw_and_charged(tiles, sizes, multibuffer, ub_bytes)
         if smallest is None or charged < smallest[0]:
             smallest = (charged, dict(zip(names, combo)))
         if charged > limit:

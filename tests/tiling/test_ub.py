@@ -53,3 +53,16 @@ def test_errors():
         Tile(("__import__('os')",)).nbytes({})
     with pytest.raises(ValueError, match="both fixed"):
         ub.fit_tiles(TILES, {"BV": [1]}, fixed={"BV": 2})
+
+
+def test_multibuffered_plan_that_does_not_fit_is_charged_the_whole_ub():
+    # bishengir-compile multi-buffers only when the doubled plan fits; otherwise it plans at most the UB
+    ub_bytes = 196608
+    tiles = [ub.Tile(("N",), "int8")]
+    assert ub.predict(tiles, {"N": 90000}, "Ascend910B2", margin=1.0).charged == 180000  # doubled fits
+    assert ub.predict(tiles, {"N": 100000}, "Ascend910B2", margin=1.0).charged == ub_bytes  # doubled does not
+    assert ub.predict(tiles, {"N": 200000}, "Ascend910B2", margin=1.0).charged == 200000  # once does not fit
+    assert ub.predict(tiles, {"N": 100000}, "Ascend910B2", multibuffer=1).charged == 100000
+    # so such tiles fit only the whole UB
+    assert ub.fit_tiles(tiles, {"N": [100000, 90000]}, chip="Ascend910B2", margin=1.0) == {"N": 100000}
+    assert ub.fit_tiles(tiles, {"N": [100000, 90000]}, chip="Ascend910B2", margin=0.95) == {"N": 90000}

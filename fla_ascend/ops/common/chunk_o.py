@@ -16,18 +16,17 @@ from fla_ascend.tiling.sizes import cdiv
 from fla_ascend.tiling.ub import Tile
 
 
-# Live on-chip tiles at the kernels' peak, for the UB model (fla_ascend.tiling.ub): NPU launch
-# plans pick their tile sizes with it, and `fla-ascend check` compares it with the lowered IR.
-FWD_O_TILES = [Tile(("BT", "BK"), "in", "q"), Tile(("BT", "BK"), "in", "k"), Tile(("BK", "BV"), "in", "h"),
-    Tile(("BT", "BT"), "fp32", "A"), Tile(("BT", "BV"), "fp32", "o acc", buffered=False),
-    Tile(("BT", "BV"), "in", "v_new"), Tile(("BT",), "fp32", "g")]
-BWD_DV_LOCAL_TILES = [Tile(("BT", "BK"), "in", "q"), Tile(("BT", "BK"), "in", "k"), Tile(("BT", "BT"), "fp32", "A^T"),
-    Tile(("BT", "BV"), "in", "do"), Tile(("BT", "BV"), "fp32", "dv out")]
-BWD_DQKWG_TILES = [Tile(("BT", "BK"), "fp32", "dq", buffered=False), Tile(("BT", "BK"), "fp32", "dk", buffered=False),
-    Tile(("BT", "BK"), "fp32", "dw", buffered=False), Tile(("BT", "BT"), "fp32", "dS", buffered=False),
-    Tile(("BK", "BV"), "in", "h"), Tile(("BK", "BV"), "in", "dh"), Tile(("BT", "BV"), "in", "do"),
-    Tile(("BT", "BV"), "in", "v_new"), Tile(("BT", "BV"), "fp32", "dv_new"),
-    Tile(("BT", "BK"), "in", "q"), Tile(("BT", "BK"), "in", "k"), Tile(("BT", "BT"), "fp32", "S / dSg")]
+# The UB model of the kernels (fla_ascend.tiling.ub): NPU launch plans pick their tile sizes with it,
+# and `fla-ascend check` compares it with bishengir-compile's planned UB (docs/check.md). The counts of
+# float32 buffers are fitted to the compiler's A2 plans (2026-12-01): the Cube + Vector stages'
+# UB buffers are planned once (the compiler multi-buffers their L1 buffers).
+FWD_O_TILES = [Tile((6, "BT", "BT"), "fp32", "A, its gating and causal masks", buffered=False),
+    Tile((4, "BT", "BV"), "fp32", "o acc, v_new, temporaries", buffered=False),
+    Tile(("BT", 16), "fp32", "g", buffered=False)]
+BWD_DV_LOCAL_TILES = [Tile((10, "BT", "BT"), "fp32", "A^T, its gating and causal masks", buffered=False),
+    Tile((2, "BT", 16), "fp32", "g", buffered=False)]
+BWD_DQKWG_TILES = [Tile((6, "BT", "BT"), "fp32", "dS, S / dSg, gating and masks", buffered=False),
+    Tile((5, "BT", "BK"), "fp32", "q, k blocks, dq, dk, dw"), Tile((4, "BK", "BV"), "fp32", "h, dh blocks")]
 
 
 @triton.jit
@@ -331,7 +330,7 @@ def chunk_bwd_dqkwg(
     """
     B, T, H, K = q.shape
     HV, V = do.shape[2], do.shape[3]
-    s = npu_tiles(BWD_DQKWG_TILES, chunk_size, q, {"BK": [64, 32, 16], "BV": [64, 32, 16]}) or {"BK": 64, "BV": 64}
+    s = npu_tiles(BWD_DQKWG_TILES, chunk_size, q, {"BK": [64], "BV": [64, 32, 16]}) or {"BK": 64, "BV": 64}
     BK = min(s["BK"], dot_dim(K))
     NK = cdiv(K, BK)
     dq = torch.empty(B, T, HV, K, dtype=dq_dtype, device=q.device)

@@ -25,15 +25,23 @@ from fla_ascend.tiling.sizes import cdiv
 from fla_ascend.tiling.ub import Tile
 
 
-# Live on-chip tiles at the kernels' peak, for the UB model (fla_ascend.tiling.ub): NPU launch
-# plans pick their tile sizes with it, and `fla-ascend check` compares it with the lowered IR.
-WY_FWD_TILES = [Tile(("BT", "BK"), "in", "k"), Tile(("BT", "BT"), "fp32", "A"), Tile(("BT", "BT"), "fp32", "Ai"),
-    Tile(("BT", "BT"), "fp32", "inverse temps"), Tile(("BT", "BK"), "fp32", "w / u out"),
-    Tile(("BT",), "fp32", "g"), Tile(("BT",), "fp32", "beta")]
-WY_BWD_TILES = [Tile(("BT", "BK"), "in", "k"), Tile(("BT", "BK"), "fp32", "dw"), Tile(("BT", "BV"), "in", "v"),
-    Tile(("BT", "BV"), "fp32", "du"), Tile(("BT", "BT"), "fp32", "Ai"),
-    Tile(("BT", "BT"), "fp32", "dA", buffered=False), Tile(("BT", "BT"), "fp32", "dA temps"),
-    Tile(("BT", "BK"), "fp32", "dk out")]
+# The UB model of the kernels (fla_ascend.tiling.ub): NPU launch plans pick their tile sizes with it,
+# and `fla-ascend check` compares it with bishengir-compile's planned UB (docs/check.md). The counts of
+# float32 buffers are fitted to the compiler's A2 plans (2026-12-01): the Cube + Vector stages'
+# UB buffers are planned once (the compiler multi-buffers their L1 buffers).
+# AI_LOAD: 1 when the launch loads the inverse (AI_MODE "load"), 0 when it computes it. The launch that
+# computes it is the one stage whose plan the compiler multi-buffers when that fits (BT = 16, 32).
+WY_FWD_TILES = [
+    Tile(("3 * (1 - AI_LOAD)", "BT", "BT"), "fp32", "inverse: diagonal-block products"),
+    Tile(("1 - AI_LOAD", "BT", "BK"), "fp32", "k block"),
+    Tile(("3 * (1 - AI_LOAD)", "BT", "min(BK, max(16, next_pow2(V)))"), "fp32", "v, w / u blocks"),
+    Tile(("6 - 5 * AI_LOAD", "BT", "BT // 2"), "fp32", "A / Ai and the diagonal-block masks", buffered=False),
+    Tile(("AI_LOAD", "BT", "BK // 2"), "fp32", "k block (inverse loaded)", buffered=False),
+    Tile(("AI_LOAD", "BT", "min(BK, max(16, next_pow2(V)))"), "fp32", "v block (inverse loaded)", buffered=False),
+    Tile(("5 * AI_LOAD", "BT", 8), "fp32", "g, beta", buffered=False)]
+WY_BWD_TILES = [Tile((8, "BT", "BT"), "fp32", "Ai, dA and temporaries", buffered=False),
+    Tile((6, "BT", "BK"), "fp32", "k, dw, dk blocks", buffered=False),
+    Tile(("BT", "BV"), "fp32", "v, du blocks"), Tile((2, "BK", "BV"), "fp32", "products over K and V blocks")]
 
 
 @triton.jit
@@ -260,7 +268,7 @@ def chunk_wy_fwd(
     u = torch.empty(B, T, HV, V, dtype=v.dtype, device=v.device)
     if store_ai:
         Ai = torch.empty(B, T, HV, chunk_size, dtype=wy_bwd_operand_dtype(k.dtype), device=k.device)
-    s = npu_tiles(WY_FWD_TILES, chunk_size, k, {"BK": [128, 64, 32]}) or {}
+    s = npu_tiles(WY_FWD_TILES, chunk_size, k, {"BK": [128, 64, 32]}, V=V, AI_LOAD=int(ai_mode == "load")) or {}
     BK = min(s.get("BK", 64), dot_dim(K))
     BV = min(s.get("BK", 64), dot_dim(V))
     if not s:
@@ -423,7 +431,7 @@ def chunk_wy_bwd(
     dk = dk_in if dk_dtype == dk_in.dtype else torch.empty_like(dk_in, dtype=dk_dtype)
     dv = torch.empty_like(v)
     dbeta_t = torch.empty_like(beta_t)
-    s = npu_tiles(WY_BWD_TILES, chunk_size, k, {"BK": [64, 32, 16], "BV": [64, 32, 16]})
+    s = npu_tiles(WY_BWD_TILES, chunk_size, k, {"BK": [64, 32], "BV": [64, 32, 16]})
     BK, BV = min((s or {}).get("BK", 64), dot_dim(K)), min((s or {}).get("BV", 64), dot_dim(V))
     if s is None:
         BK, BV = off_npu_slabs(BK, BV)
