@@ -33,7 +33,7 @@ import sys
 import time
 
 sys.path.insert(0, os.getcwd())
-import fla_ascend  # noqa: E402  (before triton: it decides interpreter mode)
+import fla_ascend.backend  # noqa: E402  (before triton: it decides interpreter mode)
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 import triton  # noqa: E402

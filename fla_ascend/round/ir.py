@@ -95,7 +95,7 @@ def _trace(req: dict) -> dict:
 
     import torch
 
-    import fla_ascend  # noqa: F401  (backend first: interpreter on)
+    from fla_ascend import backend  # noqa: F401  (first: it switches the interpreter on before triton loads)
     from triton.runtime.interpreter import InterpretedFunction
 
     launches: dict[str, dict] = {}
