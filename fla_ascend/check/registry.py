@@ -272,9 +272,12 @@ KERNELS: dict[str, KernelInfo] = {
         # bishengir-compile's plan (A2): one [BK, BV] fp32 buffer in UB (the dots' operands stay in L1 / L0)
         tiles=[Tile(("BK", "BV"), "fp32", "acc (b + A h)", buffered=False)]),
     _M + "norm.rms_norm_gated.rms_norm_gated_fwd_kernel": KernelInfo(
+        # fitted to bishengir-compile's A2 plans: 125344 / 125664 B at D 128 / 256 (BM x BD = 4096), 180388 B at
+        # D 8192 (BM 1): about 20 B per row element plus a fixed part
         "vector", RMS_SCENARIOS, tiles=[Tile((2, "BM", "BD"), "in", "x, g", buffered=False),
-                                        Tile((7, "BM", "BD"), "fp32", "float32 x, g, y, temporaries", buffered=False),
-                                        Tile((2, "BD"), "fp32", "weight, bias", buffered=False)]),
+                                        Tile((4, "BM", "BD"), "fp32", "float32 x, g, y, a temporary", buffered=False),
+                                        Tile((12288,), "fp32", "weight, bias, row statistics and scratch: the plan's "
+                                             "fixed part", buffered=False)]),
     _M + "norm.rms_norm_gated.rms_norm_gated_bwd_kernel": KernelInfo(
         "vector", RMS_SCENARIOS, tiles=RMS_GATED_BWD_TILES),
     _M + "norm.l2norm.l2norm_fwd_kernel": KernelInfo(

@@ -113,10 +113,13 @@ STATES_BWD_TILES = [
     Tile(("BD", 16), "in", "[BD, BW] transposed store (W padded to 16)"),
     Tile(("BD", 8), "fp32", "transpose temporary"),
 ]
-STATES_FWD_TILES = [  # planned 32704 B
-    Tile((16, "BW", "BD"), "fp32", "window loads, masks, the transposed [BD, BW] store", buffered=False)]
-UPDATE_TILES = [  # planned 66272 B
-    Tile((33, "BD", "BW"), "fp32", "cache, weight, shifted cache, products, masks", buffered=False)]
+STATES_FWD_TILES = [  # planned 32704 B at BW 4, BD 128; 13600 B at BW 2, BD 64; 2304 B at BW 1, BD 16
+    Tile((12, "BW", "BD"), "fp32", "window loads and masks", buffered=False),
+    Tile((4, "BD", "max(BW, 8)"), "fp32", "the transposed [BD, BW] store (BW padded to 8: 32 B rows)",
+         buffered=False)]
+UPDATE_TILES = [  # planned 66272 B at BW 4, BD 128; 33248 B at BW 2, BD 64
+    Tile((17, "BD", "max(BW, 8)"), "fp32", "cache, weight, shifted cache, products, masks ([BD, BW] rows padded "
+         "to 8 elements)", buffered=False)]
 
 
 @triton.jit

@@ -140,6 +140,11 @@ RECURRENT_TILES = [
     Tile(("BK",), "fp32", "q"), Tile(("BK",), "fp32", "k"), Tile(("BV",), "fp32", "v"), Tile(("BV",), "fp32", "o"),
     Tile((128,), "fp32", "scalars: g, beta, norms, one-element reductions"),
     Tile((60, "BV"), "fp32", "per-step [BV] temporaries (31776 B planned at BK = 16, BV = 64)"),
+    # a V-first state (with gk, gv: the registry's one scenario of these flags) plans 168608 B at BK 128, BV 32 and
+    # 175652 B at BV 64: more than its BV share; fitted as two transposed [BK, BV] tiles and a [BK, BK] scratch
+    Tile(("2 * STATE_V_FIRST", "BK", "BV"), "fp32", "the transposed state tiles of a V-first state"),
+    Tile(("STATE_V_FIRST", "BK", "BK"), "fp32", "the on-chip transposes' scratch"),
+    Tile(("USE_GK", "BK"), "fp32", "gk row decays"), Tile(("USE_GV", "BV"), "fp32", "gv column decays"),
 ]
 """Live tiles of :func:`fused_recurrent_gated_delta_rule_kernel` for the UB model, for a launch
 with ``multibuffer=False``. bishengir-compile (Ascend910B2) then plans four ``[BK, BV]`` fp32
@@ -154,17 +159,19 @@ NPU_UB_MARGIN = 0.9
 least the compiler's plan, docs/check.md)."""
 
 
-def _recurrent_tiles(K: int, V: int, x: torch.Tensor) -> tuple[int, dict]:
+def _recurrent_tiles(K: int, V: int, x: torch.Tensor, flags: dict | None = None) -> tuple[int, dict]:
     """``(BV, Ascend launch options)``. CUDA: ``BV = 32`` (enough programs to saturate HBM at
     decode batch sizes). NPU: the largest ``BV`` of 64, 32, 16, 8 whose :data:`RECURRENT_TILES`
     fit :data:`NPU_UB_MARGIN` of UB single-buffered (``BV = 64`` at ``K <= 128``, 32 at
     ``K = 256``), launched with ``multibuffer=False``: one time step's loads are a few hundred
-    bytes, so double-buffering would only halve ``BV``. Elsewhere up to 64."""
+    bytes, so double-buffering would only halve ``BV``. Elsewhere up to 64. ``flags``: the
+    kernel's ``STATE_V_FIRST``, ``USE_GK``, ``USE_GV`` (0/1; default 0), which add tiles."""
     if backend.device_type() == "cuda":
         return min(32, next_pow2(V)), {}
     if backend.device_type() == "npu":
         cands = [b for b in (64, 32, 16, 8) if b <= max(8, next_pow2(V))]
-        bv = fit_tiles(RECURRENT_TILES, {"BV": cands}, fixed={"BK": next_pow2(K), "in_bytes": x.element_size()},
+        bv = fit_tiles(RECURRENT_TILES, {"BV": cands}, fixed={"BK": next_pow2(K), "in_bytes": x.element_size(),
+                                                            "STATE_V_FIRST": 0, "USE_GK": 0, "USE_GV": 0, **(flags or {})},
                        multibuffer=1, margin=NPU_UB_MARGIN)["BV"]
         return bv, {"multibuffer": False}
     return min(64, next_pow2(V)), {}
@@ -179,7 +186,8 @@ def fused_recurrent_gated_delta_rule_fwd(x, output_final_state, use_qk_l2norm_in
     ht = None
     if output_final_state:
         ht = torch.empty(x.N, HV, *((V, K) if state_v_first else (K, V)), dtype=torch.float32, device=x.q.device)
-    BV, npu_options = _recurrent_tiles(K, V, x.q)
+    BV, npu_options = _recurrent_tiles(K, V, x.q, {"STATE_V_FIRST": int(state_v_first), "USE_GK": int(x.gk is not None),
+                                                   "USE_GV": int(x.gv is not None)})
     n_tasks = x.N * HV * cdiv(V, BV)
     plan = task_plan(n_tasks, "vector")
     fused_recurrent_gated_delta_rule_kernel[plan.grid](
