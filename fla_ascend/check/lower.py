@@ -68,6 +68,22 @@ def _options(chip: ChipSpec, launch_options: dict) -> dict:
     return opts
 
 
+def _adapter(stage, module, metadata) -> str:
+    """Run the ``ttadapter`` stage (``triton-adapter-opt`` on the module's text, in a subprocess;
+    the module itself is not changed). A crash of that binary without a diagnostic (an LLVM stack
+    dump) is run once more before it is reported: one such crash, of a launch that lowers on every
+    other run, was seen in the CPU tier on a loaded machine (2026-12-01)."""
+    try:
+        return stage(module, metadata)
+    except Exception as e:
+        err = e.stderr.decode("utf-8", "replace") if getattr(e, "stderr", None) else str(e)
+        lines = err.strip().splitlines()
+        crashed = "error:" not in err and ("Stack dump" in err or (lines and lines[-1].lstrip().startswith("#")))
+        if not crashed:
+            raise
+    return stage(module, metadata)
+
+
 def lower(fn, kwargs: dict, chip: ChipSpec, launch_options: dict | None = None) -> Lowered:
     """Lower ``fn`` (a ``triton.runtime.jit.JITFunction``) as launched with ``kwargs``.
 
@@ -129,7 +145,7 @@ def lower(fn, kwargs: dict, chip: ChipSpec, launch_options: dict | None = None) 
         stage = "ttir"
         module = stages["ttir"](module, metadata)
         stage = "ttadapter"
-        text = stages["ttadapter"](module, metadata)
+        text = _adapter(stages["ttadapter"], module, metadata)
     except Exception as e:  # compiler errors: report, do not raise
         err = e.stderr.decode("utf-8", "replace") if getattr(e, "stderr", None) else f"{type(e).__name__}: {e}"
         res = Lowered(ok=False, stage=stage, error=err.strip()[-4000:], seconds=time.perf_counter() - t0,
