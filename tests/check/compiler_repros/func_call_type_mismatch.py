@@ -13,7 +13,10 @@ dot accumulators) and ``tl.sum(dk * k, 1)``; neither ``tl.exp`` nor the masks ar
 
 Restructured (:func:`fixed_kernel`): without the ``[BT, BT]`` accumulator in the loop it compiles
 for both chips; with a runtime trip count (``NV`` a plain argument) the failing kernel compiles
-too. ``chunk_bwd_dqkwg`` reads its ``dS``, so neither is yet a fix for it: not restructured.
+too. A copy of ``chunk_bwd_dqkwg``'s task whose V loop runs ``range(NV)`` with ``NV`` a runtime
+argument (instead of ``range(tl.cdiv(V, BV))``) compiles at ``chunk_size`` 32 on A5 and A2; at 16
+it then stops at the ``PatternMatch.cpp:135`` assertion of ``dot_result_cast_dot``. The package's
+kernel is not restructured yet.
 """
 import torch
 import triton
