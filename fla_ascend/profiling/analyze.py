@@ -506,6 +506,17 @@ def block_imbalance(op: MsprofOpRun, thresholds: Thresholds = Thresholds()) -> p
                                        "slowest", "flagged"])
 
 
+def _write_text_reports(report, out_dir) -> tuple[Path, dict]:
+    """Create ``out_dir`` and write ``report.md`` and ``report.json`` of ``report`` (a
+    :class:`Report` or :class:`ClusterReport`); returns the folder and name -> Path."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    files = {"markdown": out / "report.md", "json": out / "report.json"}
+    files["markdown"].write_text(report.to_markdown())
+    files["json"].write_text(report.to_json())
+    return out, files
+
+
 @dataclasses.dataclass
 class Report:
     """Result of :func:`analyze` for one run (one rank). Tables are pandas DataFrames (see the
@@ -627,11 +638,7 @@ class Report:
         """Write ``report.md``, ``report.json`` and (``plots``) ``time_share.png``,
         ``pipe_ratios.png`` (a heatmap), ``step_split.png``, ``block_times.png`` (msprof op data
         only) into ``out_dir`` (created). Returns name -> Path of what was written."""
-        out = Path(out_dir)
-        out.mkdir(parents=True, exist_ok=True)
-        files = {"markdown": out / "report.md", "json": out / "report.json"}
-        files["markdown"].write_text(self.to_markdown())
-        files["json"].write_text(self.to_json())
+        out, files = _write_text_reports(self, out_dir)
         if plots:
             files.update(self.plots(out))
         return files
@@ -843,11 +850,7 @@ class ClusterReport:
         (``rank<N>_*.png``) into ``out_dir``."""
         from . import plots as _plots
 
-        out = Path(out_dir)
-        out.mkdir(parents=True, exist_ok=True)
-        files = {"markdown": out / "report.md", "json": out / "report.json"}
-        files["markdown"].write_text(self.to_markdown())
-        files["json"].write_text(self.to_json())
+        out, files = _write_text_reports(self, out_dir)
         if plots:
             if self.cross["stage"].notna().any():
                 files["step_split"] = _plots.plot_step_split(self.cross, out / "step_split.png")
