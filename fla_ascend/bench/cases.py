@@ -81,6 +81,15 @@ SHAPE_KEY_RE = re.compile(r"[A-Za-z]+[0-9]+(?:-[A-Za-z]+[0-9]+)*")
 """A shape key as :func:`shape_key` writes it (``B1-T4096-H16-HV32-K128-V128``)."""
 
 
+def _is_shape_key(item: str) -> bool:
+    """Whether ``item`` is meant as a shape key as :func:`shape_key` writes it (``B1-T4096``;
+    ``B1-T96-Q2`` too, refused then for its dimension ``Q``). One part is a key only when it is a
+    dimension of :data:`DIM_ORDER` (``T64``): ``qwen4`` is an unknown name, not a dimension ``QWEN``."""
+    if not SHAPE_KEY_RE.fullmatch(item) or item.lower() in NAMED_SHAPES:
+        return False
+    return "-" in item or re.match(r"[A-Za-z]+", item).group(0).upper() in DIM_ORDER
+
+
 def _parse_free_form(text: str) -> dict[str, int]:
     shape: dict[str, int] = {}
     for part in text.split(","):
@@ -162,7 +171,7 @@ def parse_shapes(spec: str | list[str] | None) -> list[tuple[str, dict[str, int]
             continue
         if "=" in item:
             parsed = [(item, _parse_free_form(item))]
-        elif SHAPE_KEY_RE.fullmatch(item) and item.lower() not in NAMED_SHAPES:
+        elif _is_shape_key(item):
             # a shape key as the tables print it (B1-T4096-H16-HV32-K128-V128)
             dims = re.findall(r"([A-Za-z]+)([0-9]+)", item)
             parsed = [(item, _parse_free_form(",".join(f"{d}={v}" for d, v in dims)))]
@@ -172,8 +181,9 @@ def parse_shapes(spec: str | list[str] | None) -> list[tuple[str, dict[str, int]
             parsed = [(item.lower(), dict(NAMED_SHAPES[item.lower()]))]
         else:
             raise ValueError(
-                f"--shapes: unknown shape name {item!r}; known names: {', '.join(NAMED_SHAPES)}; "
-                f"groups: {', '.join(SHAPE_GROUPS)}; or free form like 'B=1,T=4096,H=16,HV=32,K=128,V=128'"
+                f"--shapes: unknown named shape {item!r}; known names: {', '.join(NAMED_SHAPES)}; "
+                f"groups: {', '.join(SHAPE_GROUPS)}; or a shape key like B1-T4096-H16-HV32-K128-V128, or free "
+                f"form like 'B=1,T=4096,H=16,HV=32,K=128,V=128'"
             )
         for label, shape in parsed:
             k = shape_key(shape)

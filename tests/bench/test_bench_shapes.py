@@ -29,7 +29,9 @@ def test_free_form_and_list_input():
 
 
 @pytest.mark.parametrize("text, words", [
-    ("nosuchshape", ["unknown shape name", "'nosuchshape'", "qwen3next", "B=1,T=4096"]),
+    ("nosuchshape", ["unknown named shape", "'nosuchshape'", "qwen3next", "B=1,T=4096"]),
+    # a name ending in a digit is a name, not a shape key with an unknown dimension QWEN
+    ("qwen4", ["unknown named shape 'qwen4'", "known names: qwen3next,", "gdn-anchors"]),
     ("B=1,T=x", ["T='x'", "not a positive integer"]),
     ("B=1,T=0", ["T=0", ">= 1"]),
     ("B=1,Q=3", ["unknown dimension 'Q'", "HV"]),
@@ -90,3 +92,4 @@ def test_shape_keys_parse_back():
     assert parse_shapes("gdn-t32k")[0][0] == "gdn-t32k"  # named shapes keep their meaning
     with pytest.raises(ValueError, match="unknown dimension 'Q'"):
         parse_shapes("B1-T96-Q2")
+    assert parse_shapes("T64") == [("T64", {"T": 64})]  # one part: a key when it is a dimension
