@@ -887,12 +887,28 @@ def _check_one_job(path, runs: list[Run]) -> None:
         members = [r for r in runs if Path(r.path).parent == parent]
         lines.append(f"  {parent}: " + ", ".join(
             f"{Path(r.path).name} (rank {'?' if r.rank is None else r.rank})" for r in members))
-    example = sorted(parents, key=str)[0]
+    hint = []
+    groups = [metric_group(r.kernels.columns) for r in runs]
+    if len(parents) == 1 and dup and all(groups) and len(set(groups)) == len(groups):
+        hint.append("each holds the PMU counters of another metric group (" + ", ".join(
+            f"{Path(r.path).name}: {g}" for r, g in zip(runs, groups)) + "): one application profiled once "
+            "per msprof --aic-metrics group, not the ranks of a job")
+    # a folder holding one job's ranks (two or more, distinct rank ids), never PATH itself
+    jobs = [p for p in sorted(parents, key=str) if Path(p).resolve() != Path(path).resolve()
+            and _distinct_ranks([r for r in runs if Path(r.path).parent == p])]
+    first = min(runs, key=lambda r: str(r.path)).path
+    hint.append((f"pass one job's folder of ranks (e.g. {jobs[0]}) or one run's folder" if jobs
+                 else "pass one run's folder") + f", e.g. fla-ascend profile analyze {first}; analyse each "
+                "separately")
     raise ValueError(
         f"path: {path} holds {len(runs)} profiler runs that are not the ranks of one job ("
-        + "; ".join(why) + "):\n" + "\n".join(lines)
-        + f"\npass one job's folder of ranks (e.g. {example}) or one run's folder, and analyse each "
-        "job separately")
+        + "; ".join(why) + "):\n" + "\n".join(lines) + "\n" + "\n".join(hint))
+
+
+def _distinct_ranks(runs: list[Run]) -> bool:
+    """Whether ``runs`` are two or more with a rank id each and no rank twice."""
+    ranks = [r.rank for r in runs]
+    return len(ranks) > 1 and None not in ranks and len(set(ranks)) == len(ranks)
 
 
 def analyze_ranks(path, *, top: int = 10, by="type", thresholds: Thresholds = Thresholds(), chip=None,

@@ -275,6 +275,22 @@ def test_parent_of_unrelated_runs_is_refused(capsys):
     assert len(A.analyze_ranks(CORPUS / LLM, top=5).ranks) == 4  # one job's folder of ranks still works
 
 
+def test_runs_of_one_app_per_metric_group_name_what_they_are(capsys):
+    """vllm-ascend-tmp-prof holds PROF_Memory and PROF_PipeUtilization, both rank 0: one
+    application profiled once per msprof metric group. The refusal says so and names one run's
+    folder to pass (it suggested the refused folder itself)."""
+    from fla_ascend.cli import main
+
+    folder = CORPUS / "vllm-ascend-tmp-prof"
+    assert main(["profile", "analyze", str(folder)]) == 2
+    err = capsys.readouterr().err
+    assert "PROF_Memory: Memory, PROF_PipeUtilization: PipeUtilization" in err
+    assert "once per msprof --aic-metrics group" in err
+    assert f"fla-ascend profile analyze {folder / 'PROF_Memory'}" in err
+    assert f"e.g. {folder})" not in err and "job's folder of ranks" not in err and "Traceback" not in err
+    assert main(["profile", "analyze", str(folder / "PROF_Memory")]) == 0  # what the message says to run
+
+
 @pytest.mark.parametrize("folder, kind", [(f"{GPT3}/test_kernel_parse", "op_summary"),
                                           (f"{UT}/resource/advisor/cluster_analysis_output", "cluster")])
 def test_folder_of_one_profiler_file_reads_that_file(folder, kind, capsys):
