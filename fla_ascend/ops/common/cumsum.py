@@ -18,6 +18,17 @@ from fla_ascend.ops.utils.math import sigmoid
 from fla_ascend.tiling import task_plan
 from fla_ascend.tiling.sizes import cdiv, next_pow2
 
+GATE_FLOOR = -110.0
+"""Per-token log decays below this are replaced by it before the in-chunk cumsum (``-inf``
+included; NaN is kept). Exact in float32: ``exp(x)`` for ``x <= -104`` is below half the smallest
+float32 subnormal (``2^-150``), so the decay across such a token rounds to exactly 0 either way,
+and every later stage only ever sees ``exp`` of a cumulative difference that spans it
+(``<= GATE_FLOOR``). Without the floor one ``g = -inf`` makes ``G_i - G_j = -inf - (-inf)``
+(NaN for the whole chunk and, through the state, the rest of the sequence), and a finite
+``g = -1e30`` leaves nothing of the other gates in ``G`` (fp32 cancellation). The gradient of a
+floored token is 0, as the exact one is (``d exp(g) / dg = exp(g) = 0``)."""
+_GATE_FLOOR = tl.constexpr(GATE_FLOOR)
+
 
 @triton.jit
 def _chunk_gate_cumsum_task(
@@ -42,7 +53,12 @@ def _chunk_gate_cumsum_task(
         # softplus with torch's threshold 20: x above it is returned as is
         b_sp = tl.where(b_g > 20.0, b_g, tl.log(1.0 + tl.exp(tl.minimum(b_g, 20.0))))
         b_g = tl.where(m, -tl.exp(b_A)[None, :] * b_sp, 0.0)
-    b_g = tl.cumsum(b_g, axis=0)
+    # floored tokens (a reset of the state) are counted apart from the other gates and added once
+    # per position, so a reset costs the rest of the chunk one rounding at |G| ~ 110, not a
+    # running sum carried at that magnitude
+    m_floor = b_g < _GATE_FLOOR  # NaN stays NaN
+    b_g = tl.cumsum(tl.where(m_floor, 0.0, b_g), axis=0) \
+        + tl.cumsum(tl.where(m_floor, 1.0, 0.0), axis=0) * _GATE_FLOOR  # [BT, BH]
     # store [BH, BT] tiles so the innermost stored axis (T) is contiguous
     p_out = o_h[:, None].to(tl.int64) * TT + t0 + o_t[None, :]
     m_out = m_h[:, None] & m_t[None, :]
@@ -130,18 +146,23 @@ def _chunk_gate_cumsum_bwd_task(
     m_th = m_t[:, None] & m_h[None, :]
     p_th = t0 * HV + o_t[:, None] * HV + o_h[None, :]
     b_dg = tl.trans(b_dg)  # [BT, BH]
+    b_x = tl.load(g + p_th, mask=m_th, other=0.0).to(tl.float32)  # [BT, BH]
     if USE_GATE:
-        b_x = tl.load(g + p_th, mask=m_th, other=0.0).to(tl.float32)  # [BT, BH]
         if HAS_DT_BIAS:
             b_x = b_x + tl.load(dt_bias + o_h, mask=m_h, other=0.0).to(tl.float32)[None, :]
         b_a = tl.exp(tl.load(A_log + o_h, mask=m_h, other=0.0).to(tl.float32))  # [BH]
         b_sp = tl.where(b_x > 20.0, b_x, tl.log(1.0 + tl.exp(tl.minimum(b_x, 20.0))))
-        b_dx = tl.where(m_th, -b_dg * b_a[None, :] * sigmoid(b_x), 0.0)
+        # a token the forward floored (GATE_FLOOR) has gradient 0 (also where a * softplus is inf);
+        # NaN gates are not floored and keep their NaN gradient
+        m_drop = (-b_a[None, :] * b_sp < _GATE_FLOOR) | (m_th == 0)  # [BT, BH]
+        b_dx = tl.where(m_drop, 0.0, -b_dg * b_a[None, :] * sigmoid(b_x))
         p_part = tl.cast(i_c, tl.int64) * HV + o_h
-        tl.store(dA_log_parts + p_part, tl.sum(tl.where(m_th, -b_dg * b_a[None, :] * b_sp, 0.0), 0), mask=m_h)
+        tl.store(dA_log_parts + p_part, tl.sum(tl.where(m_drop, 0.0, -b_dg * b_a[None, :] * b_sp), 0), mask=m_h)
         if HAS_DT_BIAS:
             tl.store(ddt_bias_parts + p_part, tl.sum(b_dx, 0), mask=m_h)
         b_dg = b_dx
+    else:
+        b_dg = tl.where(b_x < _GATE_FLOOR, 0.0, b_dg)  # floored in the forward: gradient 0
     tl.store(dg + p_th, b_dg.to(dg.dtype.element_ty), mask=m_th)
     b_db = tl.load(dbeta_t + p_ht, mask=m_ht, other=0.0)  # [BH, BT]
     tl.store(dbeta + p_th, tl.trans(b_db).to(dbeta.dtype.element_ty), mask=m_th)

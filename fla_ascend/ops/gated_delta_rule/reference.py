@@ -8,12 +8,18 @@ Per value head, with state ``h`` of shape ``[K, V]`` and token ``t``::
     o_t = h^T (scale * q_t)
 
 Both references are differentiable by autograd and serve as the gradient reference too.
-They compute in float32 on the inputs' device and return outputs in float32.
+They compute in float32 on the inputs' device and return outputs in float32; given float64
+inputs they compute and return float64 (the tests' reference for extreme gates).
 """
 from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
+
+
+def _real(x: torch.Tensor) -> torch.Tensor:
+    """``x`` as float32, or as it is when it is float64."""
+    return x if x.dtype == torch.float64 else x.float()
 
 
 def gate_activation(g: torch.Tensor, A_log: torch.Tensor, dt_bias: torch.Tensor | None) -> torch.Tensor:
@@ -22,13 +28,13 @@ def gate_activation(g: torch.Tensor, A_log: torch.Tensor, dt_bias: torch.Tensor 
     Shapes: ``g`` ``[B, T, HV]``, ``A_log`` and ``dt_bias`` ``[HV]``.
     Source: Qwen3-Next's GatedDeltaNet (``-A_log.exp() * softplus(a + dt_bias)``).
     """
-    x = g.float() if dt_bias is None else g.float() + dt_bias.float()
-    return -A_log.float().exp() * F.softplus(x)
+    x = _real(g) if dt_bias is None else _real(g) + _real(dt_bias)
+    return -_real(A_log).exp() * F.softplus(x)
 
 
 def l2normalize(x: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
     """``x / sqrt(sum(x^2) + eps)`` over the last dim, float32."""
-    x = x.float()
+    x = _real(x)
     return x * torch.rsqrt((x * x).sum(-1, keepdim=True) + eps)
 
 
@@ -37,8 +43,8 @@ def _prepare(q, k, v, g, beta, scale, use_qk_l2norm_in_kernel, use_gate_in_kerne
         beta = v.new_ones(v.shape[:3])
     if g is None:  # no scalar decay
         g = v.new_zeros(v.shape[:3])
-    q, k, v, beta = (x.float() for x in (q, k, v, beta))
-    g = gate_activation(g, A_log, dt_bias) if use_gate_in_kernel else g.float()
+    q, k, v, beta = (_real(x) for x in (q, k, v, beta))
+    g = gate_activation(g, A_log, dt_bias) if use_gate_in_kernel else _real(g)
     if use_qk_l2norm_in_kernel:
         q, k = l2normalize(q), l2normalize(k)
     H, HV = q.shape[2], v.shape[2]
@@ -78,13 +84,13 @@ def naive_recurrent_gated_delta_rule(
     outs = [[None] * T for _ in range(B)]
     finals = []
     for n, (b, bos, eos) in enumerate(_segments(T, B, cu_seqlens)):
-        h = q.new_zeros(HV, K, V) if initial_state is None else initial_state[n].float()
+        h = q.new_zeros(HV, K, V) if initial_state is None else _real(initial_state[n])
         for t in range(bos, eos):
             h = h * g[b, t].exp()[:, None, None]
             if gk is not None:
-                h = h * gk[b, t].float().exp()[:, :, None]
+                h = h * _real(gk[b, t]).exp()[:, :, None]
             if gv is not None:
-                h = h * gv[b, t].float().exp()[:, None, :]
+                h = h * _real(gv[b, t]).exp()[:, None, :]
             b_t = beta[b, t] if beta.dim() == 4 else beta[b, t][:, None]  # [HV, V] or [HV, 1]
             v_new = b_t * (v[b, t] - torch.einsum("hkv,hk->hv", h, k[b, t]))
             h = h + torch.einsum("hk,hv->hkv", k[b, t], v_new)
@@ -116,7 +122,7 @@ def chunk_gated_delta_rule_ref(
     o = v.new_zeros(B, T, HV, V)
     finals = []
     for n, (b, bos, eos) in enumerate(_segments(T, B, cu_seqlens)):
-        h = q.new_zeros(HV, K, V) if initial_state is None else initial_state[n].float()
+        h = q.new_zeros(HV, K, V) if initial_state is None else _real(initial_state[n])
         for s in range(bos, eos, chunk_size):
             e = min(s + chunk_size, eos)
             qc, kc, vc = (x[b, s:e].transpose(0, 1) for x in (q, k, v))  # [HV, C, *]
