@@ -9,6 +9,8 @@ import importlib
 import os
 import sys
 
+from fla_ascend.cli_common import UsageError
+
 # (module, what it adds); each module defines register(subparsers) -> None
 _SUBCOMMANDS = [
     "fla_ascend.info_cli",
@@ -44,7 +46,18 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     for name in _SUBCOMMANDS:
         importlib.import_module(name).register(sub)
+    _name_commands(parser)
     return parser
+
+
+def _name_commands(parser: argparse.ArgumentParser) -> None:
+    """Record in each (sub-)sub-command's defaults its name (``fla-ascend profile analyze``), for
+    the one-line message of a :class:`UsageError`."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for p in action.choices.values():
+                p.set_defaults(command_name=p.prog)
+                _name_commands(p)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -53,6 +66,9 @@ def main(argv: list[str] | None = None) -> int:
         status = int(args.func(args) or 0)
         sys.stdout.flush()  # inside the try: a closed pipe surfaces here, not at interpreter exit
         return status
+    except UsageError as e:  # a command line that cannot work, found before any work: one line, status 2
+        print(f"{getattr(args, 'command_name', 'fla-ascend')}: error: {e}", file=sys.stderr)
+        return 2
     except BrokenPipeError:
         # the reader of our output went away (`fla-ascend ... | head`): stop quietly, like a
         # Unix tool; stdout goes to devnull so the interpreter's final flush cannot fail again
