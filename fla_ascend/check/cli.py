@@ -36,15 +36,21 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
+    from fla_ascend.check.worker import check_output_options
+
+    check_output_options(args)  # before the worker starts: a bad path is a usage error (status 2), not a finding
     argv = []
     for c in args.chip or []:
         argv += ["--chip", c]
+    for opt in ("kernels", "ops"):
+        if getattr(args, opt):
+            argv += ["--" + opt, ",".join(getattr(args, opt))]
     for flag in ("no_default_chips", "full", "no_cache", "lowering_only", "strict_a5"):
         if getattr(args, flag):
             argv.append("--" + flag.replace("_", "-"))
     argv += ["--jobs", str(args.jobs), "--compile-timeout", str(args.compile_timeout)]
     if args.cache_dir:
-        argv += ["--cache-dir", args.cache_dir]
+        argv += ["--cache-dir", os.path.abspath(args.cache_dir)]
     for opt in ("json", "markdown"):
         if getattr(args, opt):
             argv += ["--" + opt, os.path.abspath(getattr(args, opt))]

@@ -251,7 +251,8 @@ def build_parser(p: argparse.ArgumentParser | None = None) -> argparse.ArgumentP
                    help="also estimate flash-linear-attention 0.6.0's NPU kernels (needs fla importable)")
     p.add_argument("--json", default=None, metavar="PATH", help="write the full report as JSON")
     p.add_argument("--markdown", default=None, metavar="PATH", help="write the tables as Markdown")
-    p.add_argument("--png", default=None, metavar="PATH", help="write stacked bars per stage (matplotlib)")
+    p.add_argument("--png", default=None, metavar="PATH",
+                   help="write stacked bars per stage; the suffix picks the format (.png, .svg, .pdf, ...)")
     p.add_argument("--quiet", action="store_true", help="no per-launch progress lines")
     return p
 
@@ -322,24 +323,24 @@ def _calibration(args) -> int:
     return 0
 
 
-def check_outputs(args) -> str | None:
-    """Check ``--json`` / ``--markdown`` / ``--png`` before any work (cli_common.output_file);
-    returns the first error message, or None."""
-    from fla_ascend.cli_common import output_file
+def check_output_options(args) -> None:
+    """Check ``--json`` / ``--markdown`` / ``--png`` before any work
+    (:func:`fla_ascend.cli_common.check_outputs`; ``--png`` takes any image suffix matplotlib
+    writes); raises :class:`~fla_ascend.cli_common.UsageError`."""
+    from fla_ascend.cli_common import check_outputs, plot_suffixes
 
-    for flag in ("json", "markdown", "png"):
-        if getattr(args, flag, None):
-            try:
-                output_file(getattr(args, flag), f"--{flag}")
-            except (ValueError, OSError) as e:
-                return str(e)
-    return None
+    check_outputs(files=[("--json", args.json, None), ("--markdown", args.markdown, None),
+                         ("--png", args.png, plot_suffixes() if args.png else None)])
 
 
 def worker_main(argv=None) -> int:
     args = build_parser().parse_args(argv)
-    if (err := check_outputs(args)) is not None:
-        print(f"fla-ascend estimate: {err}", file=sys.stderr)
+    from fla_ascend.cli_common import UsageError
+
+    try:
+        check_output_options(args)
+    except UsageError as e:
+        print(f"fla-ascend estimate: error: {e}", file=sys.stderr)
         return 2
     if args.op == "calibration":
         try:
@@ -374,9 +375,7 @@ def register(sub) -> None:
 def run(args) -> int:
     from fla_ascend.check.cli import run_worker
 
-    if (err := check_outputs(args)) is not None:
-        print(f"fla-ascend estimate: {err}", file=sys.stderr)
-        return 2
+    check_output_options(args)  # before the worker starts
     argv = [args.op, "--shape", args.shape, "--chip", args.chip]
     for flag in ("against", "json", "markdown", "png"):
         if getattr(args, flag):

@@ -202,6 +202,13 @@ def _chain(K=128, V=128, transpose=False):
 CHAIN_SCENARIOS = {"K128-V128": _chain(), "K128-V128-transposed": _chain(transpose=True),
                    "K256-V256": _chain(256, 256)}
 
+OP_OF_SCENARIOS = {id(CHUNK_SCENARIOS): "chunk_gated_delta_rule", id(RECURRENT_SCENARIOS): "fused_recurrent_gated_delta_rule",
+                   id(RMS_SCENARIOS): "rms_norm_gated", id(NORM_SCENARIOS): "l2norm", id(CONV_SCENARIOS): "causal_conv1d",
+                   id(CONV_STATE_SCENARIOS): "causal_conv1d", id(CONV_UPDATE_SCENARIOS): "causal_conv1d_update",
+                   id(CHAIN_SCENARIOS): "cp"}
+"""Representative scenario dict -> the public op its scenarios call (``fla-ascend check --ops``; the
+benchmark's op names where the op is benchmarked; ``cp``: the context-parallel state chain)."""
+
 
 # ----------------------------------------------------------------------------- kernels
 @dataclass
@@ -297,7 +304,8 @@ def _cases(full: bool = False) -> list[Case]:
     for kernel, info in KERNELS.items():
         scenarios = FULL.get(id(info.scenarios), info.scenarios) if full else info.scenarios
         for cfg, run in scenarios.items():
-            out.append(Case(kernel=kernel, config=cfg, kind=info.kind, run=run, tiles=info.tiles, sizes=info.sizes))
+            out.append(Case(kernel=kernel, config=cfg, kind=info.kind, run=run, tiles=info.tiles, sizes=info.sizes,
+                            op=OP_OF_SCENARIOS.get(id(info.scenarios))))
     return out
 
 

@@ -77,6 +77,8 @@ def print_report(data: dict, console=None) -> None:
         console.print(f"[red]kernel without registry entry[/red]: {k}")
     for m, e in data["import_errors"]:
         console.print(f"[red]import failed[/red]: {escape(f'{m}: {e}')}")
+    if data.get("selection"):
+        console.print(f"[yellow]{escape(selection_text(data['selection']))}[/yellow]")
     if data["failures"]:
         console.print(f"[bold red]FAIL[/bold red]: {len(data['failures'])} problem(s)")
         for line in data["failures"]:
@@ -84,6 +86,15 @@ def print_report(data: dict, console=None) -> None:
     else:
         console.print(f"[bold green]PASS[/bold green]: {data['n_cases']} kernel launches on {', '.join(data['results'])} "
                       f"in {data['seconds']:.1f} s")
+
+
+def selection_text(selection: dict) -> str:
+    """One line naming what a run of ``--kernels`` / ``--ops`` checked: ``only 2 of 21 kernels
+    (--ops l2norm): l2norm_bwd_kernel, l2norm_fwd_kernel; unregistered kernels not looked for``."""
+    given = " ".join(f"--{k} {','.join(selection[k])}" for k in ("kernels", "ops") if selection.get(k))
+    names = ", ".join(k.rsplit(".", 1)[-1] for k in selection["selected"])
+    return (f"only {len(selection['selected'])} of {selection['of']} kernels ({given}): {names}; "
+            "unregistered kernels not looked for")
 
 
 def write_json(data: dict, path: str) -> None:
@@ -128,7 +139,7 @@ def kernel_summary(data: dict) -> dict:
 def write_markdown(data: dict, path: str) -> None:
     """Write :func:`kernel_summary` as one Markdown table per chip to ``path`` (the per-kernel
     tables of cases.md and docs/check.md come from it)."""
-    lines = []
+    lines = [selection_text(data["selection"]), ""] if data.get("selection") else []
     for chip, table in kernel_summary(data).items():
         ub = data["chips"][chip]["ub_bytes"]
         lines += [f"{chip} (UB {ub} B):", "",

@@ -25,7 +25,8 @@ from fla_ascend.tiling import ub
 from fla_ascend.tiling.chips import ChipSpec
 from fla_ascend.tiling.grid import MAX_GRID
 
-__all__ = ["Case", "Launch", "capture", "discover_kernels", "check_cases", "CaseResult", "COMPILE_OPTIONS"]
+__all__ = ["Case", "Launch", "capture", "discover_kernels", "check_cases", "CaseResult", "COMPILE_OPTIONS",
+           "select_cases"]
 
 COMPILE_OPTIONS = ("multibuffer", "unit_flag", "enable_auto_bind_sub_block", "tile_mix_vector_loop",
                    "tile_mix_cube_loop", "limit_auto_multi_buffer_of_local_buffer", "enable_hivm_auto_cv_balance")
@@ -45,6 +46,8 @@ class Case:
         tiles: the kernel's declared live tiles for the UB model (``ub.Tile`` list), or None.
         sizes: optional ``constexprs -> sizes`` for ``tiles`` (default: the constexprs plus
             ``in_bytes``, the element size of the first floating tensor argument).
+        op: the public op whose launcher the scenario calls (``"l2norm"``), for
+            ``fla-ascend check --ops``; ``None`` when the registry names none.
     """
 
     kernel: str
@@ -53,6 +56,48 @@ class Case:
     run: Callable
     tiles: object = None
     sizes: Callable | None = None
+    op: str | None = None
+
+
+def select_cases(cases: list[Case], kernels: list[str] | None = None, ops: list[str] | None = None,
+                 unregistered: list[str] = ()) -> list[Case]:
+    """The cases of the kernels and ops named (``fla-ascend check --kernels`` / ``--ops``).
+
+    Args:
+        cases: the registry's cases.
+        kernels: kernel names: the short name (``l2norm_fwd_kernel``), the full
+            ``<module>.<name>``, or a glob over short names (``chunk_*_kernel``); ``None``: no
+            kernel named.
+        ops: op names as the registry gives them (:attr:`Case.op`); ``None``: no op named.
+        unregistered: full names of kernels found in the package without registry entry: a name
+            among them is refused with that reason instead of "unknown".
+
+    Returns:
+        Every case when neither ``kernels`` nor ``ops`` is given; else the cases whose kernel is
+        named or whose op is named (the union), in registry order.
+
+    Raises:
+        ValueError: a kernel or op name matches nothing; the message lists the known names.
+    """
+    if not kernels and not ops:
+        return list(cases)
+    short = {c.kernel.rsplit(".", 1)[-1]: c.kernel for c in cases}
+    known_ops = sorted({c.op for c in cases if c.op})
+    chosen: set[str] = set()
+    for name in kernels or []:
+        hits = {short[k] for k in short if fnmatch.fnmatchcase(k, name)} | {c.kernel for c in cases if c.kernel == name}
+        if not hits:
+            stray = [k for k in unregistered if k == name or k.rsplit(".", 1)[-1] == name]
+            if stray:
+                raise ValueError(f"--kernels: {name!r} ({stray[0]}) has no registry entry, so nothing checks it; "
+                                 "add it to KERNELS in fla_ascend/check/registry.py")
+            raise ValueError(f"--kernels: unknown kernel {name!r}; known kernels: {', '.join(sorted(short))}")
+        chosen |= hits
+    for name in ops or []:
+        if name not in known_ops:
+            raise ValueError(f"--ops: unknown op {name!r}; known ops: {', '.join(known_ops) or '(the registry names none)'}")
+        chosen |= {c.kernel for c in cases if c.op == name}
+    return [c for c in cases if c.kernel in chosen]
 
 
 @dataclass

@@ -12,6 +12,8 @@ import os
 import sys
 import time
 
+from fla_ascend.cli_common import check_outputs, split_list
+
 DEFAULT_CHIPS = ("Ascend910B2", "Ascend910_9599")
 """Checked on every run: A2/A3 (Ascend910B2) and A5 (Ascend910_9599)."""
 
@@ -22,6 +24,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help=f"also check this Ascend SoC (repeatable; {' and '.join(DEFAULT_CHIPS)} are always checked "
                         "unless --no-default-chips)")
     p.add_argument("--no-default-chips", action="store_true", help="check only the --chip names given")
+    p.add_argument("--kernels", type=split_list, default=None, metavar="NAME,...",
+                   help="check only these kernels: short names (l2norm_fwd_kernel), full names or globs "
+                        "(chunk_*_kernel); with --ops, the kernels of both")
+    p.add_argument("--ops", type=split_list, default=None, metavar="NAME,...",
+                   help="check only the kernels these ops launch (chunk_gated_delta_rule, l2norm, ...)")
     p.add_argument("--json", default=None, metavar="PATH", help="also write the full results as JSON")
     p.add_argument("--markdown", default=None, metavar="PATH",
                    help="also write a per-kernel summary (compiled launches, core, planned UB/L1/L0C, syncs, "
@@ -48,6 +55,13 @@ def build_parser() -> argparse.ArgumentParser:
                    help="package whose *_kernel functions must all be registered ('' to skip)")
     p.add_argument("--quiet", action="store_true", help="print only the verdict")
     return p
+
+
+def check_output_options(args) -> None:
+    """Check ``--json``, ``--markdown`` (files) and ``--cache-dir`` (a folder) before any work
+    (:func:`fla_ascend.cli_common.check_outputs`); raises :class:`~fla_ascend.cli_common.UsageError`."""
+    check_outputs(files=[("--json", args.json, None), ("--markdown", args.markdown, None)],
+                  folders=[("--cache-dir", args.cache_dir)])
 
 
 def chips_of(args) -> list[str]:
@@ -80,6 +94,13 @@ def collect(args) -> dict:
     allow = list(getattr(reg, "ALLOW", []))
     registered = {c.kernel for c in cases}
     missing = sorted(set(kernels) - registered)
+    selection = None
+    if args.kernels or args.ops:
+        chosen = runner.select_cases(cases, args.kernels, args.ops, unregistered=missing)
+        selection = {"kernels": args.kernels, "ops": args.ops,
+                     "selected": sorted({c.kernel for c in chosen}), "of": len(registered)}
+        cases, missing = chosen, []  # a selection checks its kernels; the full run checks the registry
+        kernels = {k: v for k, v in kernels.items() if k in selection["selected"]}
     lint_src = dict(kernels)
     for c in cases:
         if c.kernel not in lint_src:
@@ -107,6 +128,7 @@ def collect(args) -> dict:
                            "cube_cores": s.cube_cores, "vector_cores": s.vector_cores, "mode": modes[s.name],
                            **stage_s[s.name]} for s in specs},
         "matrix": "full" if args.full else "representative",
+        "selection": selection,
         "results": {k: [r.to_dict() for r in v] for k, v in results.items()},
         "lint": lint_findings,
         "missing": missing,
@@ -123,9 +145,10 @@ def main(argv=None) -> int:
     from fla_ascend.check.report import print_report, write_json, write_markdown
 
     try:
+        check_output_options(args)
         data = collect(args)
     except (RuntimeError, ValueError) as e:
-        print(f"fla-ascend check: {e}", file=sys.stderr)
+        print(f"fla-ascend check: error: {e}", file=sys.stderr)
         return 2
     if args.json:
         write_json(data, args.json)
