@@ -218,3 +218,155 @@ def test_cp_demo_seqlens_accept_commas():
     assert demo.parse_args([]).seqlens == [40, 150, 66]
     with pytest.raises(SystemExit):
         demo.parse_args(["--seqlens", "40,x"])
+
+
+# ------------------------------------------------------------------ misuse refused before any work
+
+#: Every option of a sub-command that names a file or folder the command writes. A new one is
+#: added here and goes through cli_common.check_outputs (the audit test below fails otherwise).
+OUTPUT_OPTIONS = {
+    ("bench",): ["--json", "--markdown", "--plot"],
+    ("check",): ["--json", "--markdown", "--cache-dir"],
+    ("estimate", "l2norm"): ["--json", "--markdown", "--png"],
+    ("round", "init", "l2norm"): ["--workspace"],
+    ("ir", "capture", "l2norm"): ["--dir"],
+    ("profile", "analyze", "PATH"): ["--out"],
+    ("profile", "compare", "PATH", "PATH"): ["--out"],
+    ("profile", "op", "l2norm"): ["--out"],
+}
+#: Options taking a path that the command only reads.
+INPUT_OPTIONS = {"--evidence", "--from", "--source", "--python", "--msprof-op", "--suite-path", "--files",
+                 "--extra-files", "--suite"}
+#: The round sub-commands after init work in the workspace init made (refused when it is not one).
+EXISTING_WORKSPACE = {"start", "set", "log", "sync", "probe", "bench", "compare", "submit", "lesson", "status"}
+
+
+def _leaf_parsers(parser, words=()):
+    import argparse
+
+    subs = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    if not subs:
+        yield words, parser
+    for a in subs:
+        for name, p in a.choices.items():
+            yield from _leaf_parsers(p, (*words, name))
+
+
+def test_every_output_option_is_listed():
+    """The options of every sub-command that take a value and name a path are the ones
+    OUTPUT_OPTIONS checks, or inputs: none is left out of the audit."""
+    listed = {(tuple(w for w in k if w.islower() and w not in ("l2norm",)), o) for k, v in OUTPUT_OPTIONS.items()
+              for o in v}
+    found = set()
+    for words, p in _leaf_parsers(cli.build_parser()):
+        for a in p._actions:
+            opt = next((s for s in a.option_strings if s.startswith("--")), None)
+            if opt is None or a.nargs == 0 or opt in INPUT_OPTIONS:
+                continue
+            if words[0] == "round" and words[1] in EXISTING_WORKSPACE and opt == "--workspace":
+                continue
+            if a.metavar in ("PATH", "DIR") or set(opt[2:].split("-")) & {"json", "markdown", "plot", "png", "out",
+                                                                          "dir", "workspace", "cache"}:
+                found.add((words, opt))
+    assert found == listed
+
+
+@pytest.mark.parametrize("words,option", [(k, o) for k, v in OUTPUT_OPTIONS.items() for o in v],
+                         ids=lambda x: " ".join(x) if isinstance(x, tuple) else x)
+def test_every_output_option_refuses_a_bad_path_before_work(words, option, tmp_path, monkeypatch, capsys):
+    """A path under a file (``afile/x.png``) is refused for every output option of every
+    sub-command: one line naming the option, status 2, nothing run (the suite, the check's worker,
+    the profiler are replaced by failures here)."""
+    from fla_ascend.bench import suite as S
+    from fla_ascend.check import cli as check_cli
+    from fla_ascend.profiling import collect
+
+    def must_not_run(*a, **k):
+        raise AssertionError("work started before the output path was checked")
+
+    monkeypatch.setattr(S, "run_suite", must_not_run)
+    monkeypatch.setattr(check_cli, "run_worker", must_not_run)
+    monkeypatch.setattr(collect, "detect_device", lambda: "npu")  # profile op checks --out after the device
+    monkeypatch.setattr(collect, "profile_op", must_not_run)
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "afile").write_text("x")
+    argv = [str(tmp_path) if w == "PATH" else w for w in words] + [option, str(tmp_path / "afile" / "x.png")]
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err, err
+    assert option in err and "afile is a file, not a folder" in err, err
+
+
+def test_check_json_to_an_unwritable_place_is_refused_before_the_check(tmp_path, capsys):
+    """`fla-ascend check --json /nonexistent/x.json` ran the whole check, then a traceback (status
+    1, a finding's status); now status 2 before the worker starts."""
+    for path, why in [("/nonexistent-folder/x.json", "folder /nonexistent-folder does not exist"),
+                      ("/proc/x.json", "cannot create a file in folder /proc")]:
+        t0 = __import__("time").perf_counter()
+        assert cli.main(["check", "--json", path]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith(f"fla-ascend check: error: --json {path}: {why}"), err
+        assert __import__("time").perf_counter() - t0 < 5
+    (tmp_path / "f").write_text("x")
+    assert cli.main(["check", "--cache-dir", str(tmp_path / "f")]) == 2
+    assert "--cache-dir" in capsys.readouterr().err
+
+
+def test_bench_plot_suffix_checked_against_matplotlib(tmp_path, monkeypatch, capsys):
+    """`--plot out.txt` ran the whole bench, then failed in matplotlib; the suffix is checked first
+    against the formats matplotlib writes."""
+    from fla_ascend.cli_common import plot_suffixes
+
+    monkeypatch.chdir(tmp_path)
+    assert ".png" in plot_suffixes() and ".svg" in plot_suffixes() and ".txt" not in plot_suffixes()
+    assert cli.main(["bench", "--ops", "l2norm", "--plot", "out.txt"]) == 2
+    err = capsys.readouterr().err
+    assert "--plot out.txt: expected a file name ending in one of" in err and ".png" in err and "got '.txt'" in err
+    assert cli.main(["bench", "--ops", "l2norm", "--plot", "out"]) == 2
+    assert "got no suffix" in capsys.readouterr().err
+    assert cli.main(["estimate", "l2norm", "--png", "bars.txt"]) == 2
+    assert "--png bars.txt: expected a file name ending in one of" in capsys.readouterr().err
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_two_outputs_on_one_path_are_refused(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(["bench", "--json", "r.json", "--markdown", "./r.json"]) == 2
+    assert "--json and --markdown name the same path" in capsys.readouterr().err
+
+
+def test_output_file_and_dir_refusals(tmp_path, monkeypatch):
+    """What cli_common.output_file / output_dir refuse, each naming the option and the path."""
+    from fla_ascend.cli_common import output_dir
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "f.txt").write_text("x")
+    with pytest.raises(ValueError, match=r"--json f.txt/x.json: f.txt is a file, not a folder"):
+        output_file("f.txt/x.json", "--json")
+    with pytest.raises(ValueError, match=r"--out f.txt/sub: f.txt is a file, not a folder"):
+        output_dir("f.txt/sub", "--out")
+    with pytest.raises(ValueError, match=r"--plot p.PNG.txt: expected .* \.png.*got '.txt'"):
+        output_file("p.PNG.txt", "--plot", [".png"])
+    assert output_file("p.PNG", "--plot", [".png"]) == (Path("p.PNG"), None)  # case ignored
+    assert not (tmp_path / "f.txt" / "sub").exists()
+
+
+def test_bench_unknown_named_shape(capsys):
+    """`--shapes qwen4` was reported as an unknown dimension QWEN."""
+    assert cli.main(["bench", "--ops", "l2norm", "--shapes", "qwen4"]) == 2
+    err = capsys.readouterr().err
+    assert "--shapes: unknown named shape 'qwen4'; known names: qwen3next" in err and "QWEN" not in err
+
+
+def test_ir_capture_unknown_op_is_refused_before_work(tmp_path, capsys):
+    """`fla-ascend ir capture nosuchop` printed the capture subprocess's traceback; the op is now
+    checked first, before --dir is made; a folder of other files is refused (a capture replaces
+    its folder)."""
+    assert cli.main(["ir", "capture", "nosuchop", "--dir", str(tmp_path / "ir")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("fla-ascend ir capture: error: unknown op 'nosuchop'; known ops: ") and "l2norm" in err
+    assert "Traceback" not in err and not (tmp_path / "ir").exists()
+    (tmp_path / "notes.txt").write_text("keep me")
+    assert cli.main(["ir", "capture", "l2norm", "--dir", str(tmp_path)]) == 2
+    assert "holds files that are not an IR capture" in capsys.readouterr().err
+    assert (tmp_path / "notes.txt").read_text() == "keep me"

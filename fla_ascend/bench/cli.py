@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from fla_ascend.cli_common import output_file, split_list
+from fla_ascend.cli_common import check_outputs, plot_suffixes, split_list
 
 
 def register(sub) -> None:
@@ -39,7 +39,8 @@ def register(sub) -> None:
     p.add_argument("--dtype", default=None, help="bfloat16 | float16 | float32 (default: bf16 on GPU/NPU, fp32 on CPU)")
     p.add_argument("--json", dest="json_path", default=None, metavar="PATH", help="write the JSON artifact")
     p.add_argument("--markdown", default=None, metavar="PATH", help="write the Markdown table")
-    p.add_argument("--plot", default=None, metavar="PATH", help="write the PNG plot")
+    p.add_argument("--plot", default=None, metavar="PATH",
+                   help="write the plot; its suffix picks the format (.png, .pdf, .svg, ...: what matplotlib writes)")
     p.add_argument("--quick", action="store_true", help="shorter timing, smaller CPU shapes")
     p.add_argument("--full-size", action="store_true", help="on CPU, do not scale shapes down")
     p.add_argument("--no-peaks", action="store_true", help="skip the copy-bandwidth / matmul-peak measurement")
@@ -98,23 +99,12 @@ def run(args) -> int:
                   f"{'is' if len(given) == 1 else 'are'} for the op suite", file=sys.stderr)
             return 2
         return _run_layer()
-    from fla_ascend.bench import report, suite
     from fla_ascend.console import make_console
 
     err = make_console(stderr=True)
-    for opt, path in (("--json", args.json_path), ("--markdown", args.markdown), ("--plot", args.plot)):
-        if not path:
-            continue
-        try:
-            _, created = output_file(path, opt)
-        except ValueError as e:
-            err.print(f"[red]fla-ascend bench: {e}[/red]")
-            return 2
-        except OSError as e:
-            err.print(f"[red]fla-ascend bench: cannot write {opt} {path}: {e}[/red]")
-            return 2
-        if created:
-            err.print(f"created folder {created} for {opt}")
+    check_outputs(files=[("--json", args.json_path, None), ("--markdown", args.markdown, None),
+                         ("--plot", args.plot, plot_suffixes() if args.plot else None)], log=err.print)
+    from fla_ascend.bench import report, suite  # torch: after the cheap checks
     try:
         artifact = suite.run_suite(
             ops=args.ops, shapes=args.shapes, modes=args.modes, providers=args.providers,

@@ -91,15 +91,14 @@ def _fail(msg: str, code: int = 2) -> int:
 
 
 def _check_out(args) -> str | None:
-    """Check ``--out`` before any work, as every command does (:func:`fla_ascend.cli_common.output_dir`:
-    a missing chain of folders only under the current directory); the error message, or None."""
-    if not getattr(args, "out", None):
-        return None
-    from fla_ascend.cli_common import output_dir
+    """Check ``--out`` before any work, as every command does (:func:`fla_ascend.cli_common.check_outputs`:
+    a writable folder, a missing chain of folders only under the current directory); the error
+    message, or None."""
+    from fla_ascend.cli_common import UsageError, check_outputs
 
     try:
-        output_dir(args.out, "--out")
-    except (ValueError, OSError) as e:
+        check_outputs(folders=[("--out", getattr(args, "out", None))])
+    except UsageError as e:
         return str(e)
     return None
 

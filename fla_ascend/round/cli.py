@@ -1,7 +1,9 @@
 """``fla-ascend round ...`` and ``fla-ascend ir ...``: thin layer over :mod:`fla_ascend.round`.
 
 Refusals (:class:`RoundError`) print ``refused: <why>`` on stderr and exit with status 2; bad
-arguments exit with status 2 through argparse or ``error: <why>``.
+arguments exit with status 2 through argparse, a :class:`~fla_ascend.cli_common.UsageError`
+(``fla-ascend ir capture: error: <why>``: an unknown op, an output folder that cannot be used) or
+``error: <why>``.
 """
 from __future__ import annotations
 
@@ -11,7 +13,7 @@ import os
 import sys
 
 
-from fla_ascend.cli_common import output_dir
+from fla_ascend.cli_common import UsageError, check_outputs
 from fla_ascend.cli_common import split_list as _csv
 
 
@@ -115,7 +117,7 @@ def run_round(args) -> int:
 
     try:
         if args.round_cmd == "init":
-            output_dir(args.workspace, "--workspace")
+            check_outputs(folders=[("--workspace", args.workspace)])
             kw = {}
             if args.suite:
                 kw["suite"] = args.suite
@@ -181,6 +183,8 @@ def run_round(args) -> int:
                     for m in o["missing_for_accepted"]:
                         print(f"  missing for accepted: {m}")
         return 0
+    except UsageError:
+        raise  # printed by fla-ascend's main as a usage error
     except RoundError as e:
         print(f"refused: {e}", file=sys.stderr)
         return 2
@@ -194,7 +198,12 @@ def run_ir(args) -> int:
 
     try:
         if args.ir_cmd == "capture":
-            output_dir(args.dir, "--dir")
+            try:
+                ir.check_capture(args.op, args.dir, target=args.target, arch=args.arch, mode=args.mode,
+                                 shape=args.shape)
+            except ValueError as e:
+                raise UsageError(str(e)) from None
+            check_outputs(folders=[("--dir", args.dir)])
             man = ir.capture(args.op, args.dir, target=args.target, arch=args.arch, dtype=args.dtype,
                              mode=args.mode, source=args.source, python=args.python, shape=args.shape)
             for k in man["kernels"]:
@@ -207,6 +216,8 @@ def run_ir(args) -> int:
         else:
             print(ir.stages_text(args.dir, kernel=args.kernel, stage=args.stage))
         return 0
+    except UsageError:
+        raise  # printed by fla-ascend's main as a usage error
     except (ValueError, ir.IRCaptureError, OSError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

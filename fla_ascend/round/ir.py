@@ -387,6 +387,54 @@ def _flavour_of(python: str | None) -> tuple[str, str]:
     return name, ver
 
 
+def known_ops() -> list[str]:
+    """The ops :func:`capture` traces: the benchmark registry's and :data:`EXAMPLES`' (only the
+    latter where the registry does not import)."""
+    try:
+        from fla_ascend.bench import cases
+    except ImportError:
+        return sorted(EXAMPLES)
+    return sorted(set(cases.OPS) | set(EXAMPLES))
+
+
+def check_capture(op: str, out_dir: str | Path | None = None, target: str = "npu", arch: str | None = None,
+                  mode: str = "fwd", shape: str | None = None) -> str:
+    """Check :func:`capture`'s arguments before any work (``fla-ascend ir capture`` calls it before
+    it makes ``--dir``); returns the arch (the target's default when ``arch`` is ``None``).
+
+    ``out_dir`` may be missing, empty, or hold an earlier capture (a ``manifest.json``), which
+    :func:`capture` replaces; a folder holding anything else is refused, since it would be deleted.
+
+    Raises:
+        ValueError: unknown op (the message lists the known ones), target or mode; an arch that
+            does not fit the target; ``shape`` malformed or given for an op traced with a fixed
+            example; ``out_dir`` a file or a folder of other files.
+    """
+    if op not in EXAMPLES and op not in known_ops():
+        raise ValueError(f"unknown op {op!r}; known ops: {', '.join(known_ops())}")
+    if target not in TARGETS:
+        raise ValueError(f"target must be one of {sorted(TARGETS)}, got {target!r}")
+    if mode not in ("fwd", "fwdbwd"):
+        raise ValueError(f"mode must be 'fwd' or 'fwdbwd', got {mode!r}")
+    if shape is not None:
+        if op in EXAMPLES:
+            raise ValueError(f"op {op!r} is traced with a fixed example; shape is for the benchmark registry's ops")
+        from fla_ascend.bench import cases
+
+        cases.parse_shapes([shape])  # a malformed shape fails here, not in the child
+    arch = arch or TARGETS[target][1]
+    if target == "cuda" and not str(arch).isdigit():
+        raise ValueError(f"arch for cuda must be a compute capability like '90', got {arch!r}")
+    if out_dir is not None:
+        out = Path(out_dir)
+        if out.exists() and not out.is_dir():
+            raise ValueError(f"--dir {out} is a file; expected a folder")
+        if out.is_dir() and any(out.iterdir()) and not (out / "manifest.json").is_file():
+            raise ValueError(f"--dir {out} holds files that are not an IR capture (no manifest.json); a capture "
+                             "replaces its folder: pass an empty or new folder")
+    return arch
+
+
 def capture(op: str, out_dir: str | Path, target: str = "npu", arch: str | None = None, dtype: str = "bfloat16",
             mode: str = "fwd", source: str | Path | None = None, python: str | None = None,
             shape: str | None = None) -> dict:
@@ -415,25 +463,12 @@ def capture(op: str, out_dir: str | Path, target: str = "npu", arch: str | None 
         only, :func:`cuda_resources`; ``None`` elsewhere).
 
     Raises:
-        ValueError: unknown target / mode; ``shape`` malformed or given for an op traced with a
-            fixed example (:data:`EXAMPLES`).
+        ValueError: what :func:`check_capture` refuses.
         IRCaptureError: the interpreter's Triton does not match the target, the trace failed,
             or no kernel launched.
     """
-    if target not in TARGETS:
-        raise ValueError(f"target must be one of {sorted(TARGETS)}, got {target!r}")
-    if mode not in ("fwd", "fwdbwd"):
-        raise ValueError(f"mode must be 'fwd' or 'fwdbwd', got {mode!r}")
-    if shape is not None:
-        if op in EXAMPLES:
-            raise ValueError(f"op {op!r} is traced with a fixed example; shape is for the benchmark registry's ops")
-        from fla_ascend.bench import cases
-
-        cases.parse_shapes([shape])  # a malformed shape fails here, not in the child
-    want, default_arch = TARGETS[target]
-    arch = arch or default_arch
-    if target == "cuda" and not str(arch).isdigit():
-        raise ValueError(f"arch for cuda must be a compute capability like '90', got {arch!r}")
+    arch = check_capture(op, out_dir, target=target, arch=arch, mode=mode, shape=shape)
+    want = TARGETS[target][0]
     flavour, version = _flavour_of(python)
     if flavour != want:
         raise IRCaptureError(f"target {target} needs {want}, but {python or sys.executable} has {flavour} {version}; "
