@@ -64,7 +64,7 @@ if os.environ.get("DRY"):
     SHAPES = {"qwen": (1, 64, 1, 2, 32, 32), "t32k": (1, 128, 1, 2, 32, 32), "b8": (2, 64, 2, 2, 32, 32)}
     # the interpreter's stand-ins, small: "D100" is the odd head dim case (K 20, V 24)
     ACC = {"D128": (1, 70, 1, 2, 32, 32), "D256": (1, 40, 1, 1, 64, 64), "D100": (1, 33, 1, 2, 20, 24)}
-    DTYPE = torch.float16  # the interpreter's bf16 dots are wrong (README, "Where each tier runs")
+    DTYPE = torch.float16  # the interpreter's bf16 dots are wrong (README, "Tests")
 else:
     SHAPES = {"qwen": (1, 4096, 16, 32, 128, 128), "t32k": (1, 32768, 16, 32, 128, 128),
               "b8": (8, 2048, 32, 32, 128, 128)}

@@ -158,7 +158,7 @@ def _run_layer() -> int:
 
     device = backend.device()
     on_cpu = device.type == "cpu"
-    # the interpreter's bf16 tl.dot is wrong (README, "Where each tier runs"): fp32 and a small layer on the CPU
+    # the interpreter's bf16 tl.dot is wrong (README, "Tests"): fp32 and a small layer on the CPU
     dtype, seq_len = (torch.float32, 64) if on_cpu else (torch.bfloat16, 4096)
     config = dict(hidden_size=64, num_k_heads=2, num_v_heads=4, head_k_dim=32, head_v_dim=32) if on_cpu else {}
     torch.manual_seed(0)

@@ -45,7 +45,7 @@ DTYPES = {
 def parse_dtype(dtype: str | torch.dtype | None) -> torch.dtype:
     """``"bfloat16"``/``"bf16"``, ``"float16"``/``"fp16"``, ``"float32"``/``"fp32"`` or a
     ``torch.dtype``; ``None`` means bfloat16 on a GPU/NPU and float32 on CPU (the interpreter's
-    bf16 ``tl.dot`` is wrong: README, "Where each tier runs"). Raises ValueError for anything else."""
+    bf16 ``tl.dot`` is wrong: README, "Tests"). Raises ValueError for anything else."""
     if dtype is None:
         return torch.float32 if backend.device_type() == "cpu" else torch.bfloat16
     if isinstance(dtype, torch.dtype):
