@@ -40,6 +40,7 @@ from typing import Callable
 import torch
 
 from fla_ascend.ops import causal_conv1d, causal_conv1d_update, chunk_gated_delta_rule, fused_recurrent_gated_delta_rule
+from fla_ascend.ops.utils import check_bools
 
 TESTED_TRANSFORMERS = "5.24.0"
 """The transformers release the tests run against (``scripts/setup_env.sh``); the ``transformers``
@@ -101,13 +102,15 @@ def conv1d_fn(
 
     Raises:
         NotImplementedError: ``seq_idx`` not ``None``.
+        TypeError: ``return_final_states`` not a bool.
     """
     if seq_idx is not None:
         raise NotImplementedError("causal_conv1d_fn: seq_idx is not implemented by fla-ascend; pass cu_seqlens")
     h0 = None
     if initial_states is not None:
         h0 = torch.cat([initial_states.new_zeros(*initial_states.shape[:2], 1), initial_states], dim=-1)
-    want = bool(return_final_states) or final_states_out is not None
+    return_final_states, = check_bools("causal_conv1d_fn", return_final_states=return_final_states)
+    want = return_final_states or final_states_out is not None
     y, ht = causal_conv1d(x.transpose(1, 2), weight, bias, None, h0, want, activation, cu_seqlens=cu_seqlens)
     y = y.transpose(1, 2)
     if not return_final_states:

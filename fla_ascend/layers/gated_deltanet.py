@@ -30,7 +30,7 @@ from fla_ascend.ops.gated_delta_rule.inputs import MAX_HEAD_DIM
 from fla_ascend.ops.gated_delta_rule.reference import naive_recurrent_gated_delta_rule
 from fla_ascend.ops.norm import FusedRMSNormGated
 from fla_ascend.ops.norm.reference import rms_norm_gated_ref
-from fla_ascend.ops.utils.validation import check_tensor, op_errors
+from fla_ascend.ops.utils.validation import check_bool, check_tensor, op_errors
 
 
 @dataclass
@@ -154,8 +154,9 @@ class GatedDeltaNet(nn.Module):
         o = self.norm(o.to(z.dtype), z)
         return self.out_proj(o.reshape(B, T, self.value_dim))
 
-    def _check_input(self, hidden_states, cu_seqlens):
+    def _check_input(self, hidden_states, cu_seqlens, use_cache=False):
         with op_errors("GatedDeltaNet"):
+            check_bool("use_cache", use_cache)
             check_tensor("hidden_states", hidden_states, shape=(None, None, self.hidden_size))
             if hidden_states.dtype != self.conv1d.weight.dtype:
                 raise TypeError(f"hidden_states must have the layer's dtype {self.conv1d.weight.dtype}, "
@@ -193,9 +194,10 @@ class GatedDeltaNet(nn.Module):
             ``(out [B, T, hidden_size], cache or None)``.
 
         Raises:
-            TypeError / ValueError: bad ``hidden_states`` / ``cu_seqlens`` (from the ops' checks).
+            TypeError / ValueError: bad ``hidden_states`` / ``cu_seqlens`` (from the ops' checks),
+                ``use_cache`` not a bool.
         """
-        self._check_input(hidden_states, cu_seqlens)
+        self._check_input(hidden_states, cu_seqlens, use_cache)
         mixed_qkv, z, b, a = self._project(hidden_states)
         want_state = use_cache or cache is not None
         mixed_qkv, conv_state = causal_conv1d(
@@ -250,6 +252,7 @@ class GatedDeltaNet(nn.Module):
 
     def forward_reference(self, hidden_states, cu_seqlens=None, cache=None, use_cache=False):
         """The same layer with pure-PyTorch float32 references of every op (tests; slow)."""
+        self._check_input(hidden_states, cu_seqlens, use_cache)
         mixed_qkv, z, b, a = self._project(hidden_states)
         want_state = use_cache or cache is not None
         mixed_qkv, conv_state = causal_conv1d_ref(

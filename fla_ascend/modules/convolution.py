@@ -13,6 +13,7 @@ import torch.nn as nn
 
 from fla_ascend.ops.causal_conv1d import causal_conv1d, causal_conv1d_update
 from fla_ascend.ops.causal_conv1d.conv import BACKENDS, MAX_W
+from fla_ascend.ops.utils import check_bools
 
 __all__ = ["ShortConvolution", "causal_conv1d", "causal_conv1d_update"]
 
@@ -38,6 +39,7 @@ class ShortConvolution(nn.Conv1d):
     Raises:
         ValueError: ``hidden_size`` below 1, ``kernel_size`` outside ``[1, 16]``, an unknown
             activation or backend.
+        TypeError: ``bias`` not a bool; an unknown keyword argument.
         NotImplementedError: ``backend="cuda"`` (the causal-conv1d package's path).
     """
 
@@ -55,6 +57,7 @@ class ShortConvolution(nn.Conv1d):
         for name, value, high in (("hidden_size", hidden_size, None), ("kernel_size", kernel_size, MAX_W)):
             if isinstance(value, bool) or not isinstance(value, int) or value < 1 or (high and value > high):
                 raise ValueError(f"ShortConvolution: {name} must be an int in [1, {high or 'inf'}], got {value!r}")
+        bias, = check_bools("ShortConvolution", bias=bias)
         super().__init__(hidden_size, hidden_size, kernel_size, padding=kernel_size - 1, groups=hidden_size,
                          bias=bias, device=device, dtype=dtype)
         if activation not in (None, "silu", "swish"):
@@ -102,12 +105,14 @@ class ShortConvolution(nn.Conv1d):
                 (``cu_seqlens_cpu``, ``cp_context``).
 
         Raises:
+            TypeError: ``output_final_state`` not a bool.
             ValueError: ``x`` not ``[B, T, hidden_size]``; ``mask`` not ``[B, T]`` or with
                 ``cu_seqlens``; plus :func:`fla_ascend.ops.causal_conv1d`'s errors.
         """
         if not isinstance(x, torch.Tensor) or x.dim() != 3 or x.shape[-1] != self.hidden_size:
             got = tuple(x.shape) if isinstance(x, torch.Tensor) else type(x).__name__
             raise ValueError(f"ShortConvolution: x must have shape [B, T, hidden_size={self.hidden_size}], got {got}")
+        output_final_state, = check_bools("ShortConvolution", output_final_state=output_final_state)
         B, T = x.shape[:2]
         N = B if cu_seqlens is None else cu_seqlens.numel() - 1
         if mask is not None:
@@ -135,6 +140,7 @@ class ShortConvolution(nn.Conv1d):
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """One token per sequence (``x`` ``[N, 1, D]`` or ``[1, N, D]``): :func:`causal_conv1d_update`
         on ``cache`` (zeros when ``None``), updated in place. Returns ``(y, cache or None)``."""
+        output_final_state, = check_bools("ShortConvolution.step", output_final_state=output_final_state)
         N = x.shape[0] * x.shape[1] if cu_seqlens is None else cu_seqlens.numel() - 1
         if cache is None:
             cache = x.new_zeros(N, self.hidden_size, self.kernel_size[0])

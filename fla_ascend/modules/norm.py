@@ -7,6 +7,7 @@ import torch.nn as nn
 
 from fla_ascend.ops.norm import FusedRMSNormGated, l2norm, rms_norm
 from fla_ascend.ops.norm.l2norm import MAX_D
+from fla_ascend.ops.utils import check_bools
 
 __all__ = ["FusedRMSNormGated", "RMSNorm", "L2Norm"]
 
@@ -19,6 +20,8 @@ class RMSNorm(nn.Module):
     Raises:
         ValueError: ``hidden_size`` outside ``[1, 8192]``; in ``forward``, ``x``'s last dimension
             not ``hidden_size``.
+        TypeError: ``elementwise_affine`` or ``bias`` not a bool (in ``forward``: ``prenorm``,
+            ``residual_in_fp32``).
     """
 
     def __init__(self, hidden_size: int, elementwise_affine: bool = True, bias: bool = False, eps: float = 1e-5,
@@ -26,6 +29,7 @@ class RMSNorm(nn.Module):
         super().__init__()
         if not 1 <= hidden_size <= MAX_D:
             raise ValueError(f"RMSNorm: hidden_size must be in [1, {MAX_D}], got {hidden_size}")
+        elementwise_affine, bias = check_bools("RMSNorm", elementwise_affine=elementwise_affine, bias=bias)
         self.hidden_size = hidden_size
         self.elementwise_affine = elementwise_affine
         self.eps = eps

@@ -91,7 +91,8 @@ def test_unwritable_output_path_refused_before_running(tmp_path, capsys, monkeyp
     blocker = tmp_path / "file"
     blocker.write_text("x")
     assert cli.main(["bench", "--ops", "l2norm", "--json", "file/sub/x.json"]) == 2
-    assert "cannot write --json" in capsys.readouterr().err and not ran
+    err = capsys.readouterr().err
+    assert "--json file/sub/x.json" in err and "not a folder" in err and not ran
     out = tmp_path / "new" / "dir" / "x.md"
     assert cli.main(["bench", "--ops", "l2norm", "--markdown", "new/dir/x.md"]) == 2
     assert ran and out.parent.is_dir() and not out.exists()  # probed, then left for the writer

@@ -44,7 +44,7 @@ from fla_ascend.backend import launch_options
 from fla_ascend.ops.utils.autograd import kernel_backward
 from fla_ascend.ops.utils.index import prepare_chunk_indices
 from fla_ascend.ops.utils.math import sigmoid, silu
-from fla_ascend.ops.utils.validation import check_same_device, check_tensor, check_varlen, op_errors
+from fla_ascend.ops.utils.validation import check_bools, check_same_device, check_tensor, check_varlen, op_errors
 from fla_ascend.tiling import check_int32_offsets, task_plan
 from fla_ascend.tiling.grid import CUDA_MAX_GRID_X, MAX_GRID
 from fla_ascend.tiling.sizes import cdiv, next_pow2
@@ -888,6 +888,7 @@ def causal_conv1d(
     """
     op = "causal_conv1d"
     _check_backend(op, backend)
+    output_final_state, = check_bools(op, output_final_state=output_final_state)
     if cp_context is not None:
         from fla_ascend.ops.cp.context import check_cp_call
 
@@ -926,8 +927,6 @@ def causal_conv1d(
                 raise ValueError(f"initial_state must have shape [N={N}, D={D}, W={W}], got {tuple(initial_state.shape)}")
             if initial_state.shape[2] != W:
                 raise ValueError(f"initial_state's width must equal weight's W={W}, got {initial_state.shape[2]}")
-        if not isinstance(output_final_state, bool):
-            raise TypeError(f"output_final_state must be a bool, got {type(output_final_state).__name__}")
         check_same_device(x=x, weight=weight, bias=bias, residual=residual, initial_state=initial_state,
                           cu_seqlens=cu_seqlens, chunk_indices=chunk_indices)
         check_int32_offsets("x", B * T * D)

@@ -16,7 +16,7 @@ from fla_ascend.ops.common.cumsum import chunk_gate_cumsum, chunk_gate_cumsum_bw
 from fla_ascend.ops.common.gva import gva_group_sum
 from fla_ascend.ops.common.wy import chunk_wy_bwd, chunk_wy_fwd, dv_operand_dtype, wy_bwd_operand_dtype
 from fla_ascend.ops.gated_delta_rule.inputs import GatedDeltaRuleInputs, check_extra_kwargs, validate_inputs
-from fla_ascend.ops.utils import prepare_chunk_indices, prepare_chunk_offsets
+from fla_ascend.ops.utils import check_bools, prepare_chunk_indices, prepare_chunk_offsets
 from fla_ascend.ops.utils.autograd import kernel_backward
 from fla_ascend.tiling.sizes import cdiv
 
@@ -240,6 +240,11 @@ def chunk_gated_delta_rule(
         Under ``cp_context`` also those of :func:`fla_ascend.ops.cp.context.check_cp_call`.
     """
     op = "chunk_gated_delta_rule"
+    (output_final_state, use_qk_l2norm_in_kernel, use_beta_sigmoid_in_kernel, allow_neg_eigval, state_v_first,
+     use_gate_in_kernel) = check_bools(
+        op, output_final_state=output_final_state, use_qk_l2norm_in_kernel=use_qk_l2norm_in_kernel,
+        use_beta_sigmoid_in_kernel=use_beta_sigmoid_in_kernel, allow_neg_eigval=allow_neg_eigval,
+        state_v_first=state_v_first, use_gate_in_kernel=use_gate_in_kernel)
     state_v_first = check_extra_kwargs(op, kwargs, state_v_first)
     if cp_context is not None:
         from fla_ascend.ops.cp.context import check_cp_call

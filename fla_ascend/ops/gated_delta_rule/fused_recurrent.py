@@ -15,6 +15,7 @@ import triton.language as tl
 from fla_ascend import backend
 from fla_ascend.backend import launch_options
 from fla_ascend.ops.gated_delta_rule.inputs import check_extra_kwargs, validate_inputs
+from fla_ascend.ops.utils import check_bools
 from fla_ascend.tiling import task_plan
 from fla_ascend.tiling.sizes import cdiv, next_pow2
 from fla_ascend.tiling.ub import Tile, fit_tiles
@@ -273,14 +274,17 @@ def fused_recurrent_gated_delta_rule(
             on; gradients are not implemented, as in flash-linear-attention).
     """
     op = "fused_recurrent_gated_delta_rule"
+    (output_final_state, use_qk_l2norm_in_kernel, use_gate_in_kernel, use_beta_sigmoid_in_kernel, allow_neg_eigval,
+     state_v_first) = check_bools(
+        op, output_final_state=output_final_state, use_qk_l2norm_in_kernel=use_qk_l2norm_in_kernel,
+        use_gate_in_kernel=use_gate_in_kernel, use_beta_sigmoid_in_kernel=use_beta_sigmoid_in_kernel,
+        allow_neg_eigval=allow_neg_eigval, state_v_first=state_v_first)
     state_v_first = check_extra_kwargs(op, kwargs, state_v_first)
     x = validate_inputs(
         op, q, k, v, g, beta, scale, initial_state, cu_seqlens, use_gate_in_kernel, A_log, dt_bias,
         output_final_state, gk=gk, gv=gv, gates_optional=True, use_beta_sigmoid_in_kernel=use_beta_sigmoid_in_kernel,
         allow_neg_eigval=allow_neg_eigval, state_v_first=state_v_first,
     )
-    if not isinstance(use_qk_l2norm_in_kernel, bool):
-        raise TypeError(f"{op}: use_qk_l2norm_in_kernel must be a bool, got {type(use_qk_l2norm_in_kernel).__name__}")
     flags = (use_qk_l2norm_in_kernel, use_beta_sigmoid_in_kernel, allow_neg_eigval, state_v_first)
     inputs = [t for t in (q, k, v, g, gk, gv, beta, initial_state, A_log, dt_bias) if t is not None]
     if torch.is_grad_enabled() and any(t.requires_grad for t in inputs):

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 import torch
 
-from fla_ascend.ops.utils import FLOAT_DTYPES, check_same_device, check_tensor, check_varlen, op_errors
+from fla_ascend.ops.utils import FLOAT_DTYPES, check_bools, check_same_device, check_tensor, check_varlen, op_errors
 
 MAX_HEAD_DIM = 256
 """Largest K and V: the state recurrence keeps a whole ``[K, BV]`` state slice on chip."""
@@ -45,7 +45,8 @@ def validate_inputs(
     ``[B, T, HV, V]``, and ``gk``
     ``[B, T, HV, K]`` / ``gv`` ``[B, T, HV, V]`` may be given. ``state_v_first``: ``initial_state``
     is ``[N, HV, V, K]``. ``cu_seqlens_cpu`` / ``chunk_indices`` (of ``chunk_size``-token chunks): see
-    :func:`fla_ascend.ops.utils.check_varlen`.
+    :func:`fla_ascend.ops.utils.check_varlen`. The flags are bools already (the ops check them first,
+    :func:`fla_ascend.ops.utils.check_bools`).
 
     Raises:
         TypeError, ValueError: see :func:`fla_ascend.ops.chunk_gated_delta_rule`; messages start
@@ -77,10 +78,6 @@ def validate_inputs(
             check_tensor("gk", gk, (B, T, HV, K), dtypes=FLOAT_DTYPES)
         if gv is not None:
             check_tensor("gv", gv, (B, T, HV, V), dtypes=FLOAT_DTYPES)
-        for name, flag in (("use_beta_sigmoid_in_kernel", use_beta_sigmoid_in_kernel),
-                           ("allow_neg_eigval", allow_neg_eigval), ("state_v_first", state_v_first)):
-            if not isinstance(flag, bool):
-                raise TypeError(f"{name} must be a bool, got {type(flag).__name__}")
         if allow_neg_eigval and not use_beta_sigmoid_in_kernel:
             raise ValueError("allow_neg_eigval=True requires use_beta_sigmoid_in_kernel=True (beta = 2 sigmoid(beta)), "
                              "got use_beta_sigmoid_in_kernel=False")
@@ -112,8 +109,6 @@ def validate_inputs(
             raise TypeError(f"scale must be a float, got {type(scale).__name__}")
         elif not math.isfinite(scale):
             raise ValueError(f"scale must be finite, got {scale}")
-        if not isinstance(output_final_state, bool):
-            raise TypeError(f"output_final_state must be a bool, got {type(output_final_state).__name__}")
 
     def c(x):
         return None if x is None else x.contiguous()
@@ -142,7 +137,7 @@ def check_extra_kwargs(op: str, kwargs: dict, state_v_first: bool) -> bool:
             raise ValueError(f"{op}: pass either state_v_first or the deprecated transpose_state_layout, not both")
         warnings.warn(f"{op}: transpose_state_layout is deprecated; it is named state_v_first",
                       DeprecationWarning, stacklevel=3)
-        state_v_first = kwargs.pop("transpose_state_layout")
+        state_v_first = check_bools(op, transpose_state_layout=kwargs.pop("transpose_state_layout"))[0]
     if "head_first" in kwargs:
         raise DeprecationWarning(f"{op}: head_first was removed; inputs are [B, T, H, ...]")
     if kwargs:

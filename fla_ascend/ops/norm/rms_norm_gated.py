@@ -18,7 +18,7 @@ from fla_ascend.backend import launch_options
 from fla_ascend.ops.norm.l2norm import MAX_D, check_rows, row_block
 from fla_ascend.ops.utils.autograd import kernel_backward
 from fla_ascend.ops.utils.math import sigmoid, silu
-from fla_ascend.ops.utils.validation import check_eps, check_same_device, check_tensor, op_errors
+from fla_ascend.ops.utils.validation import check_bool, check_eps, check_same_device, check_tensor, op_errors
 from fla_ascend.tiling import check_int32_offsets, task_plan
 from fla_ascend.tiling.sizes import cdiv
 from fla_ascend.tiling.ub import Tile
@@ -333,9 +333,7 @@ def rms_norm_gated(
             check_tensor("residual", residual)
             if residual.shape != x.shape:
                 raise ValueError(f"residual must have x's shape {tuple(x.shape)}, got {tuple(residual.shape)}")
-        for name, flag in (("prenorm", prenorm), ("residual_in_fp32", residual_in_fp32)):
-            if not isinstance(flag, bool):
-                raise TypeError(f"{name} must be a bool, got {type(flag).__name__}")
+        prenorm, residual_in_fp32 = check_bool("prenorm", prenorm), check_bool("residual_in_fp32", residual_in_fp32)
         check_same_device(x=x, g=g, weight=weight, bias=bias, residual=residual)
         check_int32_offsets("x", x.numel())
     if residual is None and not residual_in_fp32:
@@ -369,6 +367,7 @@ class FusedRMSNormGated(nn.Module):
 
     Raises:
         ValueError: unknown activation or ``hidden_size`` outside ``[1, 8192]``.
+        TypeError: ``elementwise_affine`` not a bool.
     """
 
     def __init__(self, hidden_size: int, elementwise_affine: bool = True, eps: float = 1e-5,
@@ -378,6 +377,8 @@ class FusedRMSNormGated(nn.Module):
             raise ValueError(f"FusedRMSNormGated: activation must be one of {GATE_ACTIVATIONS}, got {activation!r}")
         if not 1 <= hidden_size <= MAX_D:
             raise ValueError(f"FusedRMSNormGated: hidden_size must be in [1, {MAX_D}], got {hidden_size}")
+        with op_errors("FusedRMSNormGated"):
+            elementwise_affine = check_bool("elementwise_affine", elementwise_affine)
         self.hidden_size = hidden_size
         self.elementwise_affine = elementwise_affine
         self.eps = eps

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import contextlib
 import numbers
+import reprlib
 from collections.abc import Iterable, Iterator, Sequence
 
 import torch
@@ -20,6 +21,36 @@ def op_errors(op: str) -> Iterator[None]:
         yield
     except (TypeError, ValueError) as e:
         raise type(e)(f"{op}: {e}") from None
+
+
+def check_bool(name: str, value: object) -> bool:
+    """A flag of an op, module or layer: a Python ``bool`` or a NumPy ``bool_``, returned as a
+    Python ``bool``. Anything else (``"False"``, ``0``, ``None``, a tensor) is refused rather than
+    taken by truthiness: a flag read from a text config as ``"False"`` would otherwise switch the
+    feature on.
+
+    Raises:
+        TypeError: ``value`` is not a bool; the message names ``name`` and the type and value given.
+    """
+    if isinstance(value, bool) or _is_numpy_bool(value):
+        return bool(value)
+    raise TypeError(f"{name} must be a bool, got {type(value).__name__} {reprlib.repr(value)}")
+
+
+def check_bools(op: str, **flags: object) -> list[bool]:
+    """:func:`check_bool` for each keyword, in order, the message prefixed by ``op``.
+
+    Raises:
+        TypeError: ``"<op>: <name> must be a bool ..."`` for the first flag that is not one.
+    """
+    with op_errors(op):
+        return [check_bool(name, value) for name, value in flags.items()]
+
+
+def _is_numpy_bool(value: object) -> bool:
+    """``numpy.bool_`` (``numpy.bool`` in NumPy 2), recognised without importing NumPy."""
+    cls = type(value)
+    return cls.__module__ == "numpy" and cls.__name__ in ("bool_", "bool")
 
 
 def check_eps(eps: object) -> float:
