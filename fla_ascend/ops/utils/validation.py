@@ -82,10 +82,15 @@ def check_tensor(
 
     Raises:
         TypeError: ``x`` is not a tensor, or has another dtype.
-        ValueError: wrong number of dimensions or a mismatched size.
+        ValueError: on the meta device (no data to read), wrong number of dimensions or a
+            mismatched size.
     """
     if not isinstance(x, torch.Tensor):
         raise TypeError(f"{name} must be a torch.Tensor, got {type(x).__name__}")
+    if x.is_meta:
+        raise ValueError(f"{name} must hold data (the kernels read it), got a tensor on the meta device "
+                         f"(shape {tuple(x.shape)}); materialise the module or inputs first, e.g. "
+                         "module.to_empty(device=...) and load the weights")
     dtypes = tuple(dtypes)
     if x.dtype not in dtypes:
         raise TypeError(f"{name} must have dtype in {[str(d) for d in dtypes]}, got {x.dtype}")
