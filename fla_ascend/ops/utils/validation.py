@@ -87,10 +87,7 @@ def check_tensor(
     """
     if not isinstance(x, torch.Tensor):
         raise TypeError(f"{name} must be a torch.Tensor, got {type(x).__name__}")
-    if x.is_meta:
-        raise ValueError(f"{name} must hold data (the kernels read it), got a tensor on the meta device "
-                         f"(shape {tuple(x.shape)}); materialise the module or inputs first, e.g. "
-                         "module.to_empty(device=...) and load the weights")
+    check_has_data(name, x)
     dtypes = tuple(dtypes)
     if x.dtype not in dtypes:
         raise TypeError(f"{name} must have dtype in {[str(d) for d in dtypes]}, got {x.dtype}")
@@ -101,6 +98,14 @@ def check_tensor(
             if want is not None and want != got:
                 raise ValueError(f"{name} must have shape {_fmt(shape)}, got {tuple(x.shape)}")
     return x
+
+
+def check_has_data(name: str, x: torch.Tensor) -> None:
+    """Raise ``ValueError`` naming ``name`` when ``x`` is on the meta device (shape only, no data)."""
+    if x.is_meta:
+        raise ValueError(f"{name} must hold data (the kernels read it), got a tensor on the meta device "
+                         f"(shape {tuple(x.shape)}); materialise the module or inputs first, e.g. "
+                         "module.to_empty(device=...) and load the weights")
 
 
 def _fmt(shape: Sequence[int | None]) -> str:
