@@ -760,8 +760,7 @@ class CausalConv1dFunction(torch.autograd.Function):
         y = causal_conv1d_fwd(x, wt, bias, residual, h0t, activation, cu_seqlens, chunk_indices, BT, BD, num_warps)
         ht = None
         if output_final_state:
-            dtype = initial_state.dtype if initial_state is not None else x.dtype
-            ht = causal_conv1d_states_fwd(x, W, h0t, cu_seqlens, BD, dtype)
+            ht = causal_conv1d_states_fwd(x, W, h0t, cu_seqlens, BD, x.dtype)
         ctx.save_for_backward(x, wt, bias, h0t, cu_seqlens, chunk_indices, fla_chunk_indices, cu_seqlens_cpu)
         ctx.meta = (activation, weight.dtype, residual is not None, BT)
         return y, ht
@@ -850,8 +849,8 @@ def causal_conv1d(
         residual: ``[B, T, D]`` added after the activation, or ``None``.
         initial_state: ``[N, D, W]``, the last ``W`` inputs before each sequence (newest in column
             ``W - 1``); ``N = B``, or the number of sequences with ``cu_seqlens``.
-        output_final_state: also return the final state ``[N, D, W]`` (dtype of ``initial_state``,
-            else of ``x``).
+        output_final_state: also return the final state ``[N, D, W]`` in ``x``'s dtype (as
+            flash-linear-attention; ``initial_state`` may have any float dtype).
         activation: ``None``, ``"silu"`` or ``"swish"`` (the same function).
         backend: ``"triton"`` (default; our kernels). ``"cuda"`` / ``"mix"`` raise ``NotImplementedError``.
         cu_seqlens: ``[N + 1]`` int32/int64 boundaries of sequences packed along ``T`` (needs

@@ -189,9 +189,12 @@ def chunk_gated_delta_rule(
     Args:
         q, k: ``[B, T, H, K]``, float32 / float16 / bfloat16, ``K <= 256``.
         v: ``[B, T, HV, V]``, ``HV`` a multiple of ``H`` (GVA: value head ``i`` reads key head
-            ``i // (HV // H)``), ``V <= 256``; same dtype as q.
-        g: ``[B, T, HV]`` log-space decay (``<= 0``), or the raw gate input when
-            ``use_gate_in_kernel``; any float dtype (computed in fp32).
+            ``i // (HV // H)``), ``V <= 256``. q, k and v may have different float dtypes (as in
+            flash-linear-attention): they are computed in the widest of them (:func:`common_dtype`).
+        g: ``[B, T, HV]`` log-space decay in ``[-inf, 0]`` (``-inf``: a decay of 0, the state
+            resets; see ``fla_ascend.ops.common.cumsum.GATE_FLOOR`` and docs/ops.md), or the raw
+            gate input when ``use_gate_in_kernel``; any float dtype (computed in fp32). A NaN or inf
+            in any input poisons its chunk and the rest of its sequence, never another sequence.
         beta: ``[B, T, HV]``, any float dtype; the raw logits with ``use_beta_sigmoid_in_kernel``.
         scale: multiplies ``q``; default ``K ** -0.5``.
         initial_state: ``[N, HV, K, V]`` (``[N, HV, V, K]`` with ``state_v_first``; ``N = B``, or
@@ -224,10 +227,11 @@ def chunk_gated_delta_rule(
             raises ``DeprecationWarning``; other names raise ``TypeError``.
 
     Returns:
-        ``(o, final_state)``: ``o`` ``[B, T, HV, V]`` in q's dtype; ``final_state`` or ``None``.
+        ``(o, final_state)``: ``o`` ``[B, T, HV, V]`` in q's dtype (flash-linear-attention's rule);
+        ``final_state`` or ``None``.
 
     Raises (messages start with ``chunk_gated_delta_rule:``):
-        TypeError: a non-tensor, an unsupported dtype, k or v not of q's dtype, a non-real
+        TypeError: a non-tensor, an unsupported dtype, a non-real
             ``scale``, a non-bool flag, an unknown keyword argument.
         ValueError: a non-finite ``scale``, mismatched B/T/H/HV between inputs, ``HV`` not a multiple of ``H``, ``K`` or
             ``V`` above 256, invalid ``cu_seqlens`` / ``cu_seqlens_cpu`` / ``chunk_indices``, wrong
@@ -260,6 +264,8 @@ def chunk_gated_delta_rule(
         allow_neg_eigval=allow_neg_eigval, state_v_first=state_v_first, cu_seqlens_cpu=cu_seqlens_cpu,
         chunk_indices=chunk_indices, chunk_size=chunk_size,
     )
+    out_dtype = x.q.dtype  # flash-linear-attention's rule: o in q's dtype
+    x.q, x.k, x.v = common_dtype(x.q, x.k, x.v)
     if backend.is_interpreter() and x.q.dtype == torch.bfloat16:
         # the Triton interpreter computes garbage for tl.dot on bf16 operands (README, "Where each tier runs")
         raise TypeError("chunk_gated_delta_rule: bfloat16 is not supported on the Triton interpreter (CPU); "
@@ -280,14 +286,26 @@ def chunk_gated_delta_rule(
         from fla_ascend.ops.cp.gated_delta_rule import ChunkGatedDeltaRuleCPFunction
 
         return ChunkGatedDeltaRuleCPFunction.apply(x.q, x.k, x.v, x.g, x.beta, x.scale, x.A_log, x.dt_bias,
-                                                   chunk_size, cp_context, grad_needed), None
+                                                   chunk_size, cp_context, grad_needed).to(out_dtype), None
     o, final_state = ChunkGatedDeltaRuleFunction.apply(
         x.q, x.k, x.v, x.g, x.beta, x.scale, x.initial_state, output_final_state, x.cu_seqlens,
         x.A_log, x.dt_bias, chunk_size, grad_needed, x.chunk_indices, x.cu_seqlens_cpu,
     )
+    o = o.to(out_dtype)
     if state_v_first and final_state is not None:
         final_state = final_state.transpose(-1, -2).contiguous()
     return o, final_state
+
+
+def common_dtype(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """``q``, ``k``, ``v`` in one dtype for the chunk stages (their matrix products take one operand
+    dtype): as given when they agree, else all cast to the widest (``torch.promote_types``;
+    float16 with bfloat16 gives float32). The casts are autograd ops: each input's gradient comes
+    back in its own dtype."""
+    if q.dtype == k.dtype == v.dtype:
+        return q, k, v
+    dtype = torch.promote_types(torch.promote_types(q.dtype, k.dtype), v.dtype)
+    return q.to(dtype), k.to(dtype), v.to(dtype)
 
 
 def beta_activation(beta: torch.Tensor, allow_neg_eigval: bool) -> torch.Tensor:

@@ -183,7 +183,7 @@ def fused_recurrent_gated_delta_rule_fwd(x, output_final_state, use_qk_l2norm_in
     """Launch the kernel on validated inputs ``x`` (:class:`GatedDeltaRuleInputs`). Returns ``(o, final_state)``."""
     B, T, H, K = x.q.shape
     HV, V = x.v.shape[2], x.v.shape[3]
-    o = torch.empty(B, T, HV, V, dtype=x.q.dtype, device=x.q.device)
+    o = torch.empty(B, T, HV, V, dtype=x.v.dtype, device=x.q.device)  # v's dtype, as flash-linear-attention
     ht = None
     if output_final_state:
         ht = torch.empty(x.N, HV, *((V, K) if state_v_first else (K, V)), dtype=torch.float32, device=x.q.device)
@@ -254,7 +254,8 @@ def fused_recurrent_gated_delta_rule(
 
     Args:
         q, k: ``[B, T, H, K]``; v: ``[B, T, HV, V]`` (as the chunked op).
-        g: ``[B, T, HV]`` log decay (the raw gate input with ``use_gate_in_kernel``), or ``None``.
+        g: ``[B, T, HV]`` log decay in ``[-inf, 0]`` (the raw gate input with ``use_gate_in_kernel``),
+            or ``None``.
         gk: ``[B, T, HV, K]`` log decay per key dim, or ``None``.
         gv: ``[B, T, HV, V]`` log decay per value dim, or ``None``.
         beta: ``[B, T, HV]``, ``[B, T, HV, V]`` (one per value column), or ``None`` (all ones).
@@ -264,7 +265,8 @@ def fused_recurrent_gated_delta_rule(
         **kwargs: the deprecated ``transpose_state_layout``; other names raise ``TypeError``.
 
     Returns:
-        ``(o, final_state)``: ``o`` ``[B, T, HV, V]`` in q's dtype; ``final_state``
+        ``(o, final_state)``: ``o`` ``[B, T, HV, V]`` in v's dtype (flash-linear-attention's rule;
+        q, k, v may have different float dtypes, each read as float32); ``final_state``
         ``[N, HV, K, V]`` (``[N, HV, V, K]`` with ``state_v_first``) float32 or ``None``.
 
     Raises:
