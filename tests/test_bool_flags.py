@@ -17,6 +17,7 @@ import torch
 import fla_ascend.layers
 import fla_ascend.modules
 import fla_ascend.ops
+from fla_ascend import backend
 from fla_ascend.integrations import transformers as tf_integration
 
 B, T, H, K, D, W = 1, 4, 1, 8, 8, 4
@@ -24,19 +25,20 @@ B, T, H, K, D, W = 1, 4, 1, 8, 8, 4
 
 def _gdr_args():
     g = torch.Generator().manual_seed(0)
-    q, k, v = (torch.randn(B, T, H, K, generator=g) for _ in range(3))
-    gate = -torch.rand(B, T, H, generator=g)
-    beta = torch.rand(B, T, H, generator=g)
+    dev = backend.device()
+    q, k, v = (torch.randn(B, T, H, K, generator=g).to(dev) for _ in range(3))
+    gate = -torch.rand(B, T, H, generator=g).to(dev)
+    beta = torch.rand(B, T, H, generator=g).to(dev)
     return (q, k, v), dict(g=gate, beta=beta)
 
 
 def _x(*shape):
-    return torch.randn(*shape, generator=torch.Generator().manual_seed(1))
+    return torch.randn(*shape, generator=torch.Generator().manual_seed(1)).to(backend.device())
 
 
 def _layer():
     return fla_ascend.layers.GatedDeltaNet(hidden_size=16, num_k_heads=1, num_v_heads=1, head_k_dim=8,
-                                           head_v_dim=8)
+                                           head_v_dim=8, device=backend.device())
 
 
 CALLS = {
@@ -47,12 +49,12 @@ CALLS = {
     "rms_norm_gated": lambda: (fla_ascend.ops.rms_norm_gated, (_x(T, D), _x(T, D), None, None), {}),
     "rms_norm": lambda: (fla_ascend.ops.rms_norm, (_x(T, D), None, None), {}),
     "FusedRMSNormGated.__init__": lambda: (fla_ascend.ops.FusedRMSNormGated, (D,), {}),
-    "FusedRMSNormGated.forward": lambda: (fla_ascend.ops.FusedRMSNormGated(D), (_x(T, D), _x(T, D)), {}),
+    "FusedRMSNormGated.forward": lambda: (fla_ascend.ops.FusedRMSNormGated(D, device=backend.device()), (_x(T, D), _x(T, D)), {}),
     "RMSNorm.__init__": lambda: (fla_ascend.modules.RMSNorm, (D,), {}),
-    "RMSNorm.forward": lambda: (fla_ascend.modules.RMSNorm(D), (_x(T, D),), {}),
+    "RMSNorm.forward": lambda: (fla_ascend.modules.RMSNorm(D, device=backend.device()), (_x(T, D),), {}),
     "ShortConvolution.__init__": lambda: (fla_ascend.modules.ShortConvolution, (D, W), {}),
-    "ShortConvolution.forward": lambda: (fla_ascend.modules.ShortConvolution(D, W), (_x(B, T, D),), {}),
-    "ShortConvolution.step": lambda: (fla_ascend.modules.ShortConvolution(D, W), (_x(B, 1, D), None, None), {}),
+    "ShortConvolution.forward": lambda: (fla_ascend.modules.ShortConvolution(D, W, device=backend.device()), (_x(B, T, D),), {}),
+    "ShortConvolution.step": lambda: (fla_ascend.modules.ShortConvolution(D, W, device=backend.device()), (_x(B, 1, D), None, None), {}),
     "GatedDeltaNet.forward": lambda: (_layer(), (_x(B, T, 16),), {}),
     "GatedDeltaNet.forward_reference": lambda: (_layer().forward_reference, (_x(B, T, 16),), {}),
     "conv1d_fn": lambda: (tf_integration.conv1d_fn, (_x(B, D, T), _x(D, W)), {}),

@@ -53,3 +53,20 @@ def test_meta_module_and_layer_are_refused():
     layer = GatedDeltaNet(hidden_size=16, num_k_heads=1, num_v_heads=1, head_k_dim=8, head_v_dim=8, device="meta")
     with pytest.raises(ValueError, match="^GatedDeltaNet: hidden_states must hold data"):
         layer(torch.empty(B, T, 16, device="meta"))
+
+
+@pytest.mark.parametrize("op", sorted(CASES))
+def test_tensor_off_the_kernel_device_is_refused(op, monkeypatch):
+    """Tensors on a device of another type than the kernels' (CPU tensors on a GPU machine)
+    are refused naming the first one; they reached Triton and failed inside its launcher. The
+    CPU tier stands a 'cuda' kernel device in for the GPU machine."""
+    from fla_ascend import backend
+
+    fn, build = CASES[op]
+    kwargs = build()
+    monkeypatch.setattr(backend, "device_type", lambda: "cuda")
+    monkeypatch.setattr(backend, "device", lambda: torch.device("cuda", 0))
+    first = next(iter(kwargs))
+    with pytest.raises(ValueError, match=rf"^{op}: {first} must be on the device the kernels run on, cuda .*got a "
+                                         "tensor on cpu"):
+        fn(**kwargs)

@@ -15,7 +15,7 @@ import triton.language as tl
 from fla_ascend import backend
 from fla_ascend.backend import launch_options
 from fla_ascend.ops.utils.autograd import kernel_backward
-from fla_ascend.ops.utils.validation import FLOAT_DTYPES, check_eps, check_tensor, op_errors
+from fla_ascend.ops.utils.validation import FLOAT_DTYPES, check_eps, check_same_device, check_tensor, op_errors
 from fla_ascend.tiling import check_int32_offsets, task_plan
 from fla_ascend.tiling.sizes import cdiv, next_pow2
 
@@ -38,9 +38,10 @@ def check_rows(x: object) -> int:
 
     Raises:
         TypeError: not a float tensor.
-        ValueError: no dimension, or ``D`` out of range.
+        ValueError: no dimension, ``D`` out of range, or not on the kernels' device.
     """
     check_tensor("x", x)
+    check_same_device(x=x)
     if x.dim() == 0:
         raise ValueError("x must have at least 1 dimension [..., D], got a 0-dim tensor")
     D = x.shape[-1]

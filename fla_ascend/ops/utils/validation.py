@@ -8,6 +8,7 @@ from collections.abc import Iterable, Iterator, Sequence
 
 import torch
 
+from fla_ascend import backend
 from fla_ascend.ops.utils.index import prepare_chunk_indices
 
 FLOAT_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
@@ -113,12 +114,21 @@ def _fmt(shape: Sequence[int | None]) -> str:
 
 
 def check_same_device(**tensors: torch.Tensor | None) -> None:
-    """Raise ``ValueError`` when the given (non-None) tensors are on different devices."""
+    """Raise ``ValueError`` when the given (non-None) tensors are on different devices, or on a
+    device of another type than the one this process's kernels run on
+    (:func:`fla_ascend.backend.device_type`: CPU tensors on a GPU machine reached Triton and
+    failed there)."""
     present = {k: v for k, v in tensors.items() if v is not None}
     devices = {k: v.device for k, v in present.items()}
     if len(set(devices.values())) > 1:
         listing = ", ".join(f"{k} on {d}" for k, d in devices.items())
         raise ValueError(f"all tensors must be on one device; got {listing}")
+    want = backend.device_type()
+    for name, dev in devices.items():
+        if dev.type != want:
+            where = ("the Triton interpreter on the CPU (no accelerator found)" if want == "cpu"
+                     else f"{want} (fla_ascend.backend.device() = {backend.device()})")
+            raise ValueError(f"{name} must be on the device the kernels run on, {where}; got a tensor on {dev}")
 
 
 def check_cu_seqlens(cu_seqlens: object, B: int, T: int) -> torch.Tensor:
