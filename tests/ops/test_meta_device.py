@@ -64,8 +64,11 @@ def test_tensor_off_the_kernel_device_is_refused(op, monkeypatch):
 
     fn, build = CASES[op]
     kwargs = build()
+    from fla_ascend.ops.utils import validation
+
+    monkeypatch.setattr(backend, "is_interpreter", lambda: False)
     monkeypatch.setattr(backend, "device_type", lambda: "cuda")
-    monkeypatch.setattr(backend, "device", lambda: torch.device("cuda", 0))
+    monkeypatch.setattr(validation, "_accelerator_present", lambda device_type: True)
     first = next(iter(kwargs))
     with pytest.raises(ValueError, match=rf"^{op}: {first} must be on the device the kernels run on, cuda .*got a "
                                          "tensor on cpu"):

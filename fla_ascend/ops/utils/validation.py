@@ -115,8 +115,8 @@ def _fmt(shape: Sequence[int | None]) -> str:
 
 def check_same_device(**tensors: torch.Tensor | None) -> None:
     """Raise ``ValueError`` when the given (non-None) tensors are on different devices, or on a
-    device of another type than the one this process's kernels run on
-    (:func:`fla_ascend.backend.device_type`: CPU tensors on a GPU machine reached Triton and
+    device of another type than the accelerator this process's kernels run on
+    (:func:`fla_ascend.backend.device_type`, where torch sees one: CPU tensors on a GPU machine reached Triton and
     failed there)."""
     present = {k: v for k, v in tensors.items() if v is not None}
     devices = {k: v.device for k, v in present.items()}
@@ -124,11 +124,19 @@ def check_same_device(**tensors: torch.Tensor | None) -> None:
         listing = ", ".join(f"{k} on {d}" for k, d in devices.items())
         raise ValueError(f"all tensors must be on one device; got {listing}")
     want = backend.device_type()
+    if want == "cpu" or backend.is_interpreter() or not _accelerator_present(want):
+        return  # kernels read host memory (the interpreter), or a launch plan is only emulated
     for name, dev in devices.items():
         if dev.type != want:
-            where = ("the Triton interpreter on the CPU (no accelerator found)" if want == "cpu"
-                     else f"{want} (fla_ascend.backend.device() = {backend.device()})")
-            raise ValueError(f"{name} must be on the device the kernels run on, {where}; got a tensor on {dev}")
+            raise ValueError(f"{name} must be on the device the kernels run on, {want} (fla_ascend.backend.device()); "
+                             f"got a tensor on {dev}")
+
+
+def _accelerator_present(device_type: str) -> bool:
+    """Whether torch sees a ``device_type`` device (a launch plan emulated for another target on
+    the CPU, as the NPU check does, has none)."""
+    mod = getattr(torch, device_type, None)
+    return bool(mod is not None and mod.is_available())
 
 
 def check_cu_seqlens(cu_seqlens: object, B: int, T: int) -> torch.Tensor:
