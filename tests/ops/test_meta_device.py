@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+from fla_ascend import backend
 from fla_ascend.layers import GatedDeltaNet
 from fla_ascend.modules import ShortConvolution
 from fla_ascend.ops import (
@@ -17,7 +18,7 @@ B, T, H, K = 1, 8, 1, 8
 
 
 def _r(*shape):
-    return torch.rand(*shape, generator=torch.Generator().manual_seed(0))
+    return torch.rand(*shape, generator=torch.Generator().manual_seed(0)).to(backend.device())
 
 
 def _gdr():
@@ -60,10 +61,8 @@ def test_tensor_off_the_kernel_device_is_refused(op, monkeypatch):
     """Tensors on a device of another type than the kernels' (CPU tensors on a GPU machine)
     are refused naming the first one; they reached Triton and failed inside its launcher. The
     CPU tier stands a 'cuda' kernel device in for the GPU machine."""
-    from fla_ascend import backend
-
     fn, build = CASES[op]
-    kwargs = build()
+    kwargs = {n: None if t is None else t.cpu() for n, t in build().items()}
     from fla_ascend.ops.utils import validation
 
     monkeypatch.setattr(backend, "is_interpreter", lambda: False)
