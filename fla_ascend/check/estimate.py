@@ -98,7 +98,7 @@ SHAPES = {
         "small": dict(B=2, T=256, H=4, D=128),
     },
 }
-"""Anchor shapes per op (``../shared/anchors.md``; the norms at the GDN layer's q/k and o shapes) and a
+"""Anchor shapes per op (docs/estimate.md, "Shapes and commands"; the norms at the GDN layer's q/k and o shapes) and a
 ``small`` case for CI."""
 
 
@@ -114,7 +114,7 @@ def _gdn_inputs(s, grad):
     B, T, H, HV, K, V = (s[k] for k in ("B", "T", "H", "HV", "K", "V"))
     q, k = _empty(B, T, H, K, grad=grad), _empty(B, T, H, K, grad=grad)
     v = _empty(B, T, HV, V, grad=grad)
-    g = torch.zeros(B, T, HV, dtype=torch.bfloat16).requires_grad_(grad)  # bf16 as in ../shared/anchors.md
+    g = torch.zeros(B, T, HV, dtype=torch.bfloat16).requires_grad_(grad)  # bf16 as in the anchors
     beta = torch.zeros(B, T, HV, dtype=torch.bfloat16).requires_grad_(grad)
     h0 = torch.zeros(B, HV, K, V, dtype=torch.float32).requires_grad_(grad)
     return q, k, v, g, beta, h0

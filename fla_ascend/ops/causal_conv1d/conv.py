@@ -61,9 +61,9 @@ CUDA_TILES = {"fwd": (32, 128, 4), "bwd": (32, 64, 2)}
 """Off-NPU ``(BT, BD, num_warps)`` of the forward and the backward sequence kernels, from H200
 A/Bs of tiles and warp counts at both conv anchors (``benchmarks/tune_tiles.py --op causal_conv1d``;
 cases.md, causal_conv1d): forward at B1 T32768 D8192 0.638 ms with ``[64, 128]`` 4 warps, 0.556 ms
-with ``[32, 128]`` (per-tap backward, sixth session); the ``tl.gather`` backward (compiled CUDA) at
+with ``[32, 128]`` (per-tap backward, 2026-11-30); the ``tl.gather`` backward (compiled CUDA) at
 fwd+bwd B4 T4096 / B1 T32768 0.654 / 2.347 ms with ``[32, 64]`` 2 warps, against 0.816 / 3.087 for
-``[64, 64]`` 8 warps and 0.891 / 3.325 for ``[32, 64]`` 4 warps (ninth session). ``BT`` of the
+``[64, 64]`` 8 warps and 0.891 / 3.325 for ``[32, 64]`` 4 warps (2026-11-30). ``BT`` of the
 backward must exceed ``MAX_W - 1``: its gather tile advances by ``BT - (W - 1)`` rows, so it computes
 ``W - 1`` rows twice (3 of 32 at W = 4, 15 of 32 at W = 16; the sweep ran at W = 4 only)."""
 

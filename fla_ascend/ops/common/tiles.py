@@ -62,9 +62,9 @@ CUDA_LAUNCH = {
     "bwd_dh": {"num_warps": 4, "num_stages": {128: 3, 256: 2}, "bv": (64, 32)},
     "chunk_o": {"num_warps": 4, "num_stages": 3},
     # dq/dk/dw: 1 stage. Deeper pipelines are faster (2: 1.631 -> 1.475 ms at T32768) and give wrong
-    # results on Hopper with Triton 3.6: at 3, dw at K = V = 256 (second session); at 2, dk 0.064-0.075
+    # results on Hopper with Triton 3.6: at 3, dw at K = V = 256 (2026-11-29); at 2, dk 0.064-0.075
     # at K = V = 100, 0.050 in the fp16 Qwen3-Next varlen case, not deterministic at Qwen3-Next's
-    # shape (eighth session's GPU tier; cases.md)
+    # shape (GPU tier, 2026-11-30; cases.md)
     "dqkwg": {"num_warps": 4, "num_stages": 1},
 }
 """Per-stage CUDA choices: ``num_warps``, ``num_stages``, the ``input_precision`` of the
