@@ -79,7 +79,7 @@ def main(argv=None) -> int:
     device = "cpu" if args.smoke else "cuda"
     dtype = getattr(torch, args.dtype)
     if device == "cuda" and not torch.cuda.is_available():
-        print("qwen3_next_layer: needs a CUDA GPU (the H200 through the device tool); none here", file=sys.stderr)
+        print("qwen3_next_layer: needs a CUDA GPU; none here", file=sys.stderr)
         return 2
     import transformers
     import transformers.models.qwen3_next.modeling_qwen3_next as mq

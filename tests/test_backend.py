@@ -1,4 +1,4 @@
-"""The backend layer (issue 2, "Backend layer"): device / flavour / interpreter detection,
+"""The backend layer: device / flavour / interpreter detection,
 launch-option filtering, task plans (grid <= 65535, >= 1; task loop on NPU and CPU, a plain
 grid on CUDA below the limit) and the ``fla-ascend info`` command.
 
@@ -191,7 +191,7 @@ def test_task_plan_cuda_plain_grid_below_limit(monkeypatch):
 def test_task_plan_cuda_plain_grid_above_65535(monkeypatch):
     """CUDA's x dimension holds 2^31 - 1 programs (65535 is the y/z limit): no loop below that."""
     _simulate(monkeypatch, "cuda", interpreter=False, cores=132)
-    # 2050 sequences x 32 heads: the varlen GPU case of issue 2
+    # 2050 sequences x 32 heads: the varlen GPU case (an invalid launch in public ports)
     assert task_plan(2050 * 32, "cube") == TaskPlan(2050 * 32, 2050 * 32, False)
     assert task_plan(MAX_GRID + 1, "vector") == TaskPlan(MAX_GRID + 1, MAX_GRID + 1, False)
     assert task_plan(CUDA_MAX_GRID_X + 1, "vector") == TaskPlan(CUDA_MAX_GRID_X + 1, CUDA_MAX_GRID_X, True)

@@ -86,7 +86,7 @@ def test_explicit_shape_scaled_on_cpu_says_from_what_to_what():
 
 
 def test_output_folder_outside_the_current_directory_is_refused(tmp_path, monkeypatch, capsys):
-    """``--json /nonexistent/x.json`` created /nonexistent (fresh-user trial): a missing folder is
+    """``--json /nonexistent/x.json`` created /nonexistent: a missing folder is
     made only under the current directory."""
     work = tmp_path / "work"
     work.mkdir()

@@ -6,7 +6,7 @@ from fla_ascend.check.report import print_report
 
 def test_report_shows_info_tag():
     """The table prints a finding's "[info]" tag literally (rich would take it for markup and
-    drop it, making an info finding look like an error; fresh-user trial)."""
+    drop it, making an info finding look like an error)."""
     row = dict(kernel="m.k", config="c", lowered=True, stage=None, kind="vector", mix_mode="aiv", grid=1, cores=1,
                model_bytes=1024, compiled=True, core_type="AIV", planned={"ub": 4096, "l1": 0, "l0c": 0},
                share={"ub": 0.02, "l1": 0.0, "l0c": 0.0}, intra_core_syncs=3, cross_core_syncs=0, compile_seconds=0.2,

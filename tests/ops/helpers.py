@@ -1,5 +1,5 @@
 """Input builders, the accuracy assertion and the NaN-fill fixture shared by the gated delta
-rule tests (forward here, backward in the lead's tests).
+rule tests (the forward and the backward tests).
 
 Import from a test module in ``tests/ops`` as ``from helpers import ...`` (pytest puts the
 test file's folder on ``sys.path``).

@@ -1,4 +1,4 @@
-"""flash-linear-attention 0.6.0's parameters added for the drop-in (issue 21), each against the
+"""flash-linear-attention 0.6.0's parameters added for the drop-in, each against the
 float32 reference: beta sigmoid / negative eigenvalues / V-first states / ``cu_seqlens_cpu`` /
 ``chunk_indices`` of the chunked op (with gradients), optional ``g``/``gk``/``gv``/``beta`` of the
 recurrent op, the conv's ``backend`` / varlen hints, ``l2norm``'s ``output_dtype``, the norms'
