@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import torch
 
-from fla_ascend.ops.cp.context import FLACPContext
 from fla_ascend.ops.cp.comm import gather_parts
+from fla_ascend.ops.cp.context import FLACPContext
 
 
 def _halo_sources(cp: FLACPContext, W: int, slots) -> torch.Tensor:
