@@ -74,7 +74,8 @@ def main(argv=None) -> int:
     ap.add_argument("--quick", action="store_true", help="short timing budgets")
     ap.add_argument("--dtype", default="bfloat16", choices=["bfloat16", "float16", "float32"])
     ap.add_argument("--smoke", action="store_true",
-                    help="a tiny config on the CPU (Triton interpreter) to check the script itself; use --dtype float16")
+                    help="a tiny config on the CPU (Triton interpreter) to check the script itself; "
+                    "use --dtype float16")
     args = ap.parse_args(argv)
     device = "cpu" if args.smoke else "cuda"
     dtype = getattr(torch, args.dtype)
@@ -88,7 +89,8 @@ def main(argv=None) -> int:
 
     originals = {attr: getattr(mq, attr) for attr in NAMES}
     meta = {
-        "torch": torch.__version__, "transformers": transformers.__version__, "gpu": torch.cuda.get_device_name() if device == "cuda" else "cpu",
+        "torch": torch.__version__, "transformers": transformers.__version__,
+        "gpu": torch.cuda.get_device_name() if device == "cuda" else "cpu",
         "B": args.B, "T": args.T, "dtype": args.dtype,
         "transformers_bound_packages": {a: _bound_to_package(f) for a, f in originals.items()},
     }

@@ -18,8 +18,8 @@ state recurrences, output stages, dq/dk/dw), every variant of
    checks were added for it; their first GPU run, on the shipped 1-stage launch, passed),
 3. timed end to end (forward, forward+backward) at those shapes.
 
-A variant is "ok" when it meets every tolerance and every pair of runs is bit-identical. Results: ``$OUT/ab.json`` and a Markdown
-table ``$OUT/ab.md``.
+A variant is "ok" when it meets every tolerance and every pair of runs is bit-identical. Results:
+``$OUT/ab.json`` and a Markdown table ``$OUT/ab.md``.
 
     python3 benchmarks/tune_chunk_stages.py [--stages fwd_h,bwd_dh]    # on a CUDA GPU
     python3 benchmarks/tune_chunk_stages.py --stages wy_fwd --base-only  # the shipped entry only
@@ -208,7 +208,8 @@ def _worst(err: dict) -> str:
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--stages", default="wy_fwd,wy_bwd", help=f"commas or semicolons between them, from {','.join(VARIANTS)}")
+    ap.add_argument("--stages", default="wy_fwd,wy_bwd",
+                    help=f"commas or semicolons between them, from {','.join(VARIANTS)}")
     ap.add_argument("--base-only", action="store_true",
                     help="time only each stage's shipped table entry (to compare two source trees)")
     args = ap.parse_args()
@@ -266,7 +267,8 @@ def main():
                             + [r["nondet_" + first]])
         lines.append(f"| {r['stage']} | {r['cfg']}{' (base)' if r['base'] else ''} | "
                      + " / ".join(f"{r['stage_ms'][s]:.3f}" for s in SHAPES) + " | "
-                     + " / ".join(f"{r['op_ms'][s]['fwdbwd']:.3f}" for s in SHAPES) + f" | {worst} | {reruns} | {r['ok']} |")
+                     + " / ".join(f"{r['op_ms'][s]['fwdbwd']:.3f}" for s in SHAPES)
+                     + f" | {worst} | {reruns} | {r['ok']} |")
     open(os.path.join(OUT, "ab.md"), "w").write("\n".join(lines) + "\n")
     print("\n".join(lines))
     print("elapsed", round(time.time() - t_start, 1), "s")

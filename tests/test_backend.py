@@ -78,8 +78,8 @@ def _python(code: str, **env_changes) -> subprocess.CompletedProcess:
 def test_interpreter_switched_on_at_import_in_fresh_process():
     """A fresh process without TRITON_INTERPRET, forced to the CPU, gets it from the backend's import
     (``import fla_ascend`` alone imports nothing heavy; the ops and ``fla_ascend.backend`` do)."""
-    r = _python("import os, fla_ascend; b = fla_ascend.backend; print(os.environ['TRITON_INTERPRET'], b.is_interpreter())",
-                FLA_ASCEND_DEVICE="cpu")
+    r = _python("import os, fla_ascend; b = fla_ascend.backend; "
+                "print(os.environ['TRITON_INTERPRET'], b.is_interpreter())", FLA_ASCEND_DEVICE="cpu")
     assert r.returncode == 0, r.stderr
     assert r.stdout.split()[-2:] == ["1", "True"]
 
@@ -241,8 +241,9 @@ def test_info_cli_in_process(capsys):
 
 def test_info_cli_subprocess():
     """``python -m fla_ascend.cli info`` (what the ``fla-ascend`` console script calls)."""
+    env = {**os.environ, "PYTHONPATH": REPO + os.pathsep + os.environ.get("PYTHONPATH", "")}
     r = subprocess.run([sys.executable, "-m", "fla_ascend.cli", "info", "--json"], capture_output=True, text=True,
-                       timeout=300, env={**os.environ, "PYTHONPATH": REPO + os.pathsep + os.environ.get("PYTHONPATH", "")})
+                       timeout=300, env=env)
     assert r.returncode == 0, r.stderr
     data = json.loads(r.stdout)
     assert set(data) >= {"device_type", "triton_flavour", "triton_version", "interpreter", "cube_cores",

@@ -19,7 +19,7 @@ RUNNABLE = re.compile(r"^<!-- runnable -->[ \t]*\n```python[ \t]*\n(.*?)^```", r
 
 def runnable_blocks():
     for path in DOCS:
-        for i, m in enumerate(RUNNABLE.finditer(path.read_text())):
+        for m in RUNNABLE.finditer(path.read_text()):
             line = path.read_text()[: m.start()].count("\n") + 1
             yield pytest.param(path, m.group(1), id=f"{path.relative_to(ROOT)}:{line}")
 

@@ -120,7 +120,8 @@ def _chunk_backward_available():
 
 def test_layer_forward_backward(device, request):
     if not _chunk_backward_available():
-        request.applymarker(pytest.mark.xfail(reason="chunk_gated_delta_rule backward not yet implemented", strict=False))
+        request.applymarker(pytest.mark.xfail(reason="chunk_gated_delta_rule backward not yet implemented",
+                                              strict=False))
     m = _layer(device)
     x = torch.randn(2, 24, 64, device=device, requires_grad=True)
     y, _ = m(x)
@@ -162,7 +163,8 @@ def test_layer_bad_input(device):
         GatedDeltaNet(num_k_heads=3, num_v_heads=4)
     # the ops' limits are checked at construction, not at the first forward
     for name, value, limit in (("head_k_dim", 300, 256), ("head_v_dim", 257, 256), ("conv_kernel_size", 17, 16)):
-        with pytest.raises(ValueError, match=rf"^GatedDeltaNet: {name} must be <= {limit} \(the ops' limit\), got {value}"):
+        match = rf"^GatedDeltaNet: {name} must be <= {limit} \(the ops' limit\), got {value}"
+        with pytest.raises(ValueError, match=match):
             GatedDeltaNet(hidden_size=64, num_k_heads=1, num_v_heads=1, **{name: value})
     cache = m.init_cache(2)
     with pytest.raises(ValueError, match="^GatedDeltaNet.step takes one token"):

@@ -166,5 +166,6 @@ def test_relative_python_path_is_made_absolute():
 
     from fla_ascend.round.cli import _interpreter
 
-    assert _interpreter(os.path.join(".venv", "bin", "python")) == os.path.abspath(os.path.join(".venv", "bin", "python"))
+    relative = os.path.join(".venv", "bin", "python")
+    assert _interpreter(relative) == os.path.abspath(relative)
     assert _interpreter("python3") == "python3"
