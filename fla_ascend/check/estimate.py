@@ -30,14 +30,14 @@ when ``fla`` is importable (an optional benchmark dependency): its public ops ar
 capture with its NPU backends selected, its autotuned kernels are estimated for every config and the
 best one is kept (what its autotuner would pick if the estimate were the clock).
 
-Run only in a worker process without the Triton interpreter (``fla-ascend estimate`` starts one).
+Run only in a worker process without the Triton interpreter: ``fla-ascend estimate`` starts one,
+``python -m fla_ascend.check.estimate_cli`` (:func:`fla_ascend.check.estimate_cli.worker_main`).
 """
 from __future__ import annotations
 
 import contextlib
 import math
 import os
-import sys
 import time
 import types
 from dataclasses import asdict, dataclass, field
@@ -641,13 +641,3 @@ def calibrate(chip: ChipSpec | str = "Ascend910B2", log=None) -> list:
                     "chip": m.chip})
     return out
 
-
-def main(argv=None) -> int:
-    """Worker entry: ``python -m fla_ascend.check.estimate`` (see :mod:`fla_ascend.check.estimate_cli`)."""
-    from fla_ascend.check.estimate_cli import worker_main
-
-    return worker_main(argv)
-
-
-if __name__ == "__main__":
-    sys.exit(main())
