@@ -158,7 +158,7 @@ def section_conv(out, rows):
 
 
 def section_layer(out, rows):
-    from fla_ascend.layers import bench_layer
+    from fla_ascend.bench.layer import bench_layer
 
     for mode in ("fwd", "fwdbwd"):
         r = bench_layer(batch_size=1, seq_len=4096, dtype=torch.bfloat16, mode=mode, warmup=5, repeat=20)

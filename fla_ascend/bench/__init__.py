@@ -5,6 +5,7 @@
 - :mod:`fla_ascend.bench.timing`: device timing, peak memory, copy bandwidth and matmul peak;
 - :mod:`fla_ascend.bench.suite`: :func:`run_suite` (gate, then time) and the JSON artifact;
 - :mod:`fla_ascend.bench.report`: terminal table, Markdown table and PNG plots;
+- :mod:`fla_ascend.bench.layer`: :func:`~fla_ascend.bench.layer.bench_layer`, a whole GatedDeltaNet layer timed;
 - :mod:`fla_ascend.bench.cli`: the ``fla-ascend bench`` subcommand.
 
 Importing this package does not import torch or the kernels; the submodules do.

@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from fla_ascend import backend
-from fla_ascend.layers import GatedDeltaNet, bench_layer
+from fla_ascend.layers import GatedDeltaNet
 from fla_ascend.ops.utils import rel_rmse
 
 TOL = 5e-3
@@ -143,14 +143,6 @@ def test_layer_gpu_bf16_qwen3_next(device):
         y, _ = m(x)
         yr, _ = m.forward_reference(x)
     assert rel_rmse(yr.float(), y.float()) <= 1e-2
-
-
-def test_bench_layer_smoke(device):
-    r = bench_layer(batch_size=1, seq_len=8, dtype=torch.float32, mode="fwd", warmup=0, repeat=1,
-                    layer=_layer(device).eval(), device=device)
-    assert r["ms"] > 0 and r["mode"] == "fwd"
-    with pytest.raises(ValueError, match="mode must be"):
-        bench_layer(mode="train")
 
 
 def test_layer_bad_input(device):
