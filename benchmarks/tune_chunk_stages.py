@@ -39,6 +39,7 @@ import torch.nn.functional as F  # noqa: E402
 import triton  # noqa: E402
 from triton.testing import do_bench  # noqa: E402
 
+from fla_ascend.bench.tuning import strict_stage  # noqa: E402
 from fla_ascend.ops.common import tiles  # noqa: E402
 from fla_ascend.ops.common.chunk_h import chunk_bwd_dh, chunk_fwd_h  # noqa: E402
 from fla_ascend.ops.common.chunk_o import chunk_bwd_dqkwg, chunk_bwd_dv_local, chunk_fwd_o  # noqa: E402
@@ -231,12 +232,9 @@ def main():
             try:
                 # the timed stage runs exactly this variant (no shared-memory fallback to another
                 # one); the accuracy and op rows below keep the fallback, as the op ships
-                tiles.STRICT_STAGES.add(stage)
-                try:
+                with strict_stage(stage):
                     row["stage_ms"] = {s: do_bench(fns[s][stage], warmup=10, rep=40, return_mode="median")
                                        for s in fns}
-                finally:
-                    tiles.STRICT_STAGES.discard(stage)
                 row["err"] = {name: op_errors(shape) for name, shape in ACC.items()}
                 row["nondet_" + first] = nondeterministic(SHAPES[first])
                 row["ok"] = all(e[n] <= TOL[n] for e in row["err"].values() for n in TOL) and not any(

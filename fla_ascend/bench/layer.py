@@ -66,4 +66,5 @@ def bench_layer(
         sync()
         times.append((time.perf_counter() - t) * 1e3)
     times.sort()
-    return {"mode": mode, "batch_size": batch_size, "seq_len": seq_len, "dtype": str(dtype), "ms": times[len(times) // 2]}
+    return {"mode": mode, "batch_size": batch_size, "seq_len": seq_len, "dtype": str(dtype),
+            "ms": times[len(times) // 2]}

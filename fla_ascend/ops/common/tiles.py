@@ -76,12 +76,6 @@ pipeline they take; where that does not fit the GPU's shared memory (wide heads,
 
 _FIRST_FIT: dict[tuple, tuple[list, int]] = {}
 
-STRICT_STAGES: set[str] = set()
-"""Stages whose launches try only their first candidate. A stage A/B that times one
-configuration (``benchmarks/tune_chunk_stages.py``) puts the varied stage here while it times
-it, so a variant that does not fit is reported as such instead of being timed as another one."""
-
-
 def launch_first_fitting(stage: str, key: tuple, candidates: Sequence, launch: Callable, what: str = ""):
     """Call ``launch(candidate)`` with the first of ``candidates`` whose kernel fits on chip.
 
@@ -93,8 +87,8 @@ def launch_first_fitting(stage: str, key: tuple, candidates: Sequence, launch: C
     size depends on: device, dtypes, head dims) and candidate list, so later calls start there.
 
     Args:
-        stage: the stage's name (``"fwd_h"``); with the stage in :data:`STRICT_STAGES` only the
-            first candidate is tried.
+        stage: the stage's name (``"fwd_h"``); a stage A/B times one candidate alone with
+            :func:`fla_ascend.bench.tuning.strict_stage`.
         key: hashable cache key.
         candidates: launch configurations, most preferred first (at least one).
         launch: runs the kernel with one candidate.
@@ -110,10 +104,9 @@ def launch_first_fitting(stage: str, key: tuple, candidates: Sequence, launch: C
     """
     if not candidates:
         raise ValueError(f"{stage}: no launch candidates ({what or key})")
-    strict = stage in STRICT_STAGES
     cached = _FIRST_FIT.get((stage, key))  # (candidate list, index that loaded)
-    start = cached[1] if cached and not strict and cached[0] == candidates else 0
-    stop = 1 if strict else len(candidates)
+    start = cached[1] if cached and cached[0] == candidates else 0
+    stop = len(candidates)
     for i in range(start, stop):
         try:
             launch(candidates[i])
