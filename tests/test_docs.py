@@ -38,12 +38,12 @@ def test_runnable_block(path, code, tmp_path):
     assert r.returncode == 0, f"{path.name} block failed:\n{r.stdout[-2000:]}\n{r.stderr[-4000:]}"
 
 
-USER_DOCS = [*DOCS, ROOT / "cases.md", ROOT / "CHANGELOG.md", *sorted((ROOT / "benchmarks" / "results").rglob("*.md"))]
+USER_DOCS = [*DOCS, ROOT / "cases.md", ROOT / "CHANGELOG.md"]
 
 
 @pytest.mark.parametrize("path", USER_DOCS, ids=lambda p: str(p.relative_to(ROOT)))
 def test_no_words_about_how_the_project_was_built(path):
-    """User docs (README, docs/, cases.md, CHANGELOG.md, benchmarks/results/) state current facts
+    """User docs (README, docs/, cases.md, CHANGELOG.md) state current facts
     with their date; history is in CHANGELOG.md by date."""
     hits = find(path.read_text(), DOC_PATTERNS)
     assert not hits, "\n".join(f"{path.relative_to(ROOT)}:{line} says {words!r}" for line, words in hits)
