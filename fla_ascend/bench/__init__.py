@@ -8,5 +8,10 @@
 - :mod:`fla_ascend.bench.layer`: :func:`~fla_ascend.bench.layer.bench_layer`, a whole GatedDeltaNet layer timed;
 - :mod:`fla_ascend.bench.cli`: the ``fla-ascend bench`` subcommand.
 
-Importing this package does not import torch or the kernels; the submodules do.
+Importing this package does not import torch or the kernels; the submodules do. Its tables and
+plots need rich, NumPy and matplotlib, from the ``lab`` extra (``pip install "fla-ascend[lab]"``);
+without them importing this package raises an ``ImportError`` that says so.
 """
+from fla_ascend._extras import require as _require
+
+_require(__name__, "numpy", "matplotlib", "rich")
