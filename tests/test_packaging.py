@@ -4,7 +4,8 @@
 - pyproject.toml: the only unconditional dependency is torch; a Triton comes from exactly one
   extra (``triton``/``cuda`` or ``npu``/``npu-check``; pip cannot say "one of the two"), the
   workbench's packages from ``lab``, and scripts/setup_env.sh installs ``lab`` in both CI
-  environments;
+  environments (scripts/test.sh also builds a plain venv with torch and ``fla-ascend[triton]`` alone:
+  scripts/bare_install_check.sh);
 - the kernel modules import only the standard library, torch, triton, torch_npu (guarded) and, in
   the transformers integration, transformers;
 - in a subprocess whose ``sys.modules`` refuses pandas, matplotlib and rich (``sys.modules[name] =
@@ -71,6 +72,7 @@ def test_setup_env_installs_the_workbench():
     for flavour, extras in flavours.items():
         assert {"lab", "test", "transformers"} <= set(extras.split(",")), flavour
     assert "npu-check" in flavours["ascend"].split(",") and "triton" in flavours["triton"].split(",")
+    assert "bash scripts/bare_install_check.sh" in (ROOT / "scripts" / "test.sh").read_text()
 
 
 def _third_party_imports(path: Path) -> set[str]:
