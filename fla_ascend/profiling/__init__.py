@@ -6,8 +6,9 @@ and compare two runs.
 Reading, analysis and comparison need only pandas, NumPy and matplotlib: no NPU, no CANN,
 no torch_npu, no torch, no triton. ``collect`` imports torch lazily, and torch_npu only when
 collecting on an NPU. Of the rest of fla_ascend this subpackage imports only the chip table
-(``fla_ascend.tiling.chips``, itself free of torch and triton), the console and, for ``profile op``,
-the benchmark suite.
+(``fla_ascend.tiling.chips``, itself free of torch and triton), the console and the CLI's shared
+helpers, the check for its optional packages (``fla_ascend._extras``) and, for ``profile op``, the
+benchmark suite.
 
 pandas, NumPy and matplotlib come with the ``lab`` extra (``pip install "fla-ascend[lab]"``);
 without one of them importing this package raises an ``ImportError`` that says so.
