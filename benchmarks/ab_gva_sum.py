@@ -48,7 +48,8 @@ IMPLS = {"torch": torch_group_sum, "stage": gva.gva_group_sum}
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description="A/B of the GVA group sum of dq and dk: the Triton stage against torch, in one process.")
+    ap = argparse.ArgumentParser(
+        description="A/B of the GVA group sum of dq and dk: the Triton stage against torch, in one process.")
     ap.add_argument("--out", default=os.environ.get("OUT", "/tmp"), help="output folder (default $OUT or /tmp)")
     ap.add_argument("--rounds", type=_positive, default=2, help="times the op-level A/B is run, >= 1 (default 2)")
     ap.add_argument("--quick", action="store_true", help="short timing budgets; small shapes on the CPU")

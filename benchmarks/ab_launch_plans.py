@@ -1,4 +1,5 @@
-"""Which CUDA launch plan is fastest for the memory-bound kernels: the capped 1-D task plan, the uncapped one, or a 3-D grid?
+"""Which CUDA launch plan is fastest for the memory-bound kernels: the capped 1-D task plan, the
+uncapped one, or a 3-D grid?
 
 An A/B of the launch plans of the shipped conv forward and l2norm, in one process; exit status 1
 when any case fails its correctness gate.
@@ -14,8 +15,9 @@ for the run and restored afterwards:
   from the program ids with no task decode (what ships for the conv forward on CUDA).
 
 The conv anchors at ``[32, 128]`` tiles make 16384 and 65536 tasks, l2norm at B8 T2048 H32 with
-8-row tasks 65536: the cap is crossed by one task. ``--rounds`` repeats every plan (flash-linear-attention, when it imports, runs once per op, beside
-the first plan of the first round, in the same process), so a drift between rounds shows.
+8-row tasks 65536: the cap is crossed by one task. ``--rounds`` repeats every plan
+(flash-linear-attention, when it imports, runs once per op, beside the first plan of the first
+round, in the same process), so a drift between rounds shows.
 
     python3 benchmarks/ab_launch_plans.py [--out DIR] [--rounds 2]
     python3 benchmarks/ab_launch_plans.py --quick     # CPU smoke run: small shapes, outputs gated, times meaningless
@@ -42,7 +44,8 @@ from fla_ascend.tiling import grid  # noqa: E402
 
 conv = importlib.import_module("fla_ascend.ops.causal_conv1d.conv")
 
-PLANS = {"capped": (grid.MAX_GRID, False), "grid-x": (grid.CUDA_MAX_GRID_X, False), "grid3d": (grid.CUDA_MAX_GRID_X, True)}
+PLANS = {"capped": (grid.MAX_GRID, False), "grid-x": (grid.CUDA_MAX_GRID_X, False),
+         "grid3d": (grid.CUDA_MAX_GRID_X, True)}
 """plan -> (largest 1-D grid, 3-D conv forward grid on)."""
 JOBS = [("causal_conv1d", "conv-anchors", ["capped", "grid-x", "grid3d"]),
         ("l2norm", "gdn-b8-t2048", ["capped", "grid-x"])]
@@ -81,7 +84,8 @@ def plan(name: str):
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description="A/B of the CUDA launch plans of the conv forward and l2norm, in one process.")
+    ap = argparse.ArgumentParser(
+        description="A/B of the CUDA launch plans of the conv forward and l2norm, in one process.")
     ap.add_argument("--out", default=os.environ.get("OUT", "/tmp"), help="output folder (default $OUT or /tmp)")
     ap.add_argument("--rounds", type=_positive, default=2, help="times every plan is run, >= 1 (default 2)")
     ap.add_argument("--modes", default="fwd,fwdbwd", help="comma-separated, from fwd, fwdbwd (default both)")
@@ -106,8 +110,9 @@ def main(argv=None) -> int:
                     failed |= r["correct"] is False
                     ms = f"{r['ms']:.4f} ms" if r["ms"] else "-"
                     gate = "SKIP" if r["correct"] is None else "PASS" if r["correct"] else "FAIL"
-                    print(f"round {rnd} {name:7s} {op:14s} {r['shape']:24s} {r['mode']:6s} {r['provider']:10s} {ms:>12s} "
-                          f"gate {gate} {(r['error'] or r['skipped'] or '')[:80]}", flush=True)
+                    note = (r["error"] or r["skipped"] or "")[:80]
+                    print(f"round {rnd} {name:7s} {op:14s} {r['shape']:24s} {r['mode']:6s} "
+                          f"{r['provider']:10s} {ms:>12s} gate {gate} {note}", flush=True)
     (out / "launch_plans.json").write_text(json.dumps(rows, indent=1))
     return 1 if failed else 0
 

@@ -26,7 +26,7 @@ from fla_ascend.check.estimate_cli import markdown, plot_png, side_by_side, summ
 
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--out", default="benchmarks/results/npu-estimate-2026-12-01")
+    p.add_argument("--out", default="out/npu-estimate")
     p.add_argument("--chip", default="Ascend910B2")
     p.add_argument("--summary-only", action="store_true",
                    help="estimate nothing: re-render every <op>.md/.png and summary.md from the JSON files")

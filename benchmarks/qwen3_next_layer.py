@@ -74,12 +74,13 @@ def main(argv=None) -> int:
     ap.add_argument("--quick", action="store_true", help="short timing budgets")
     ap.add_argument("--dtype", default="bfloat16", choices=["bfloat16", "float16", "float32"])
     ap.add_argument("--smoke", action="store_true",
-                    help="a tiny config on the CPU (Triton interpreter) to check the script itself; use --dtype float16")
+                    help="a tiny config on the CPU (Triton interpreter) to check the script itself; "
+                    "use --dtype float16")
     args = ap.parse_args(argv)
     device = "cpu" if args.smoke else "cuda"
     dtype = getattr(torch, args.dtype)
     if device == "cuda" and not torch.cuda.is_available():
-        print("qwen3_next_layer: needs a CUDA GPU (the H200 through the device tool); none here", file=sys.stderr)
+        print("qwen3_next_layer: needs a CUDA GPU; none here", file=sys.stderr)
         return 2
     import transformers
     import transformers.models.qwen3_next.modeling_qwen3_next as mq
@@ -88,7 +89,8 @@ def main(argv=None) -> int:
 
     originals = {attr: getattr(mq, attr) for attr in NAMES}
     meta = {
-        "torch": torch.__version__, "transformers": transformers.__version__, "gpu": torch.cuda.get_device_name() if device == "cuda" else "cpu",
+        "torch": torch.__version__, "transformers": transformers.__version__,
+        "gpu": torch.cuda.get_device_name() if device == "cuda" else "cpu",
         "B": args.B, "T": args.T, "dtype": args.dtype,
         "transformers_bound_packages": {a: _bound_to_package(f) for a, f in originals.items()},
     }

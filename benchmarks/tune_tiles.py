@@ -77,7 +77,8 @@ def _conv_tile(BT: int, BD: int, nw: int, *bwd: int):
 
 @contextmanager
 def _decode_tile(BV: int, nw: int):
-    with _patched(fused_recurrent, _recurrent_tiles=lambda K, V, x, flags=None: (min(BV, triton.next_power_of_2(V)), {}),
+    with _patched(fused_recurrent,
+                  _recurrent_tiles=lambda K, V, x, flags=None: (min(BV, triton.next_power_of_2(V)), {}),
                   launch_options=_warps(nw)):
         yield
 

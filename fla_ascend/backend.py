@@ -77,8 +77,29 @@ def _flavour_version(flavour: str) -> str:
         return "not installed"
 
 
+def _check_triton() -> None:
+    """A clear ``ImportError`` when there is no ``triton`` module: fla-ascend's dependencies cannot
+    name one (pip has no "Triton or triton-ascend", and both install the ``triton`` module), so
+    it comes from an extra."""
+    if importlib.util.find_spec("triton") is None:
+        raise ImportError(
+            "fla_ascend's kernels need Triton: pip install \"fla-ascend[triton]\" (upstream Triton: NVIDIA GPUs "
+            "and the CPU interpreter) or \"fla-ascend[npu]\" (Ascend NPUs: triton-ascend); from a clone: "
+            "pip install \".[triton]\" or \".[npu]\"")
+
+
+def _check_numpy(interpret: bool) -> None:
+    """A clear ``ImportError`` for the interpreter without NumPy: Triton's interpreter imports it
+    and Triton does not declare it."""
+    if interpret and importlib.util.find_spec("numpy") is None:
+        raise ImportError(
+            "fla_ascend's kernels run on the Triton interpreter here (no GPU or NPU), which needs NumPy, "
+            "a package Triton does not declare: pip install numpy (the triton extra installs it)")
+
+
 DEVICE_TYPE: str = _detect_device_type()
 TRITON_FLAVOUR: str = _detect_flavour()
+_check_triton()
 if DEVICE_TYPE == "cpu" and os.environ.get("TRITON_INTERPRET", "0") != "1":
     # Must happen before the first `import triton` anywhere in the process: Triton sets up its
     # interpreter when it is imported, so a later switch leaves kernels half-interpreted.
@@ -90,6 +111,7 @@ if DEVICE_TYPE == "cpu" and os.environ.get("TRITON_INTERPRET", "0") != "1":
         )
     os.environ["TRITON_INTERPRET"] = "1"
 INTERPRET: bool = os.environ.get("TRITON_INTERPRET", "0") == "1"
+_check_numpy(INTERPRET)
 
 
 def device_type() -> str:

@@ -1,7 +1,8 @@
 """The ``fla-ascend`` command: linear-attention kernels for Ascend NPUs and their tools.
 
 Each subcommand lives in the module that owns it and exposes ``register(subparsers)``; this
-file only assembles them."""
+file only assembles them. The command is part of the workbench: without the ``lab`` extra's
+packages it prints which one is missing and the pip command, and exits with status 1."""
 from __future__ import annotations
 
 import argparse
@@ -9,6 +10,7 @@ import importlib
 import os
 import sys
 
+from fla_ascend._extras import MissingExtraError
 from fla_ascend.cli_common import UsageError
 
 # (module, what it adds); each module defines register(subparsers) -> None
@@ -61,7 +63,12 @@ def _name_commands(parser: argparse.ArgumentParser) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    try:
+        parser = build_parser()
+    except MissingExtraError as e:  # the workbench's packages are not installed (the lab extra)
+        print(f"fla-ascend: {e}", file=sys.stderr)
+        return 1
+    args = parser.parse_args(argv)
     try:
         status = int(args.func(args) or 0)
         sys.stdout.flush()  # inside the try: a closed pipe surfaces here, not at interpreter exit

@@ -1,10 +1,15 @@
-"""The rich console every ``fla-ascend`` command prints through."""
+"""The rich console every ``fla-ascend`` command prints through (rich: the ``lab`` extra)."""
 from __future__ import annotations
 
 import os
 import sys
 
-from rich.console import Console
+from fla_ascend._extras import require
+
+# the check first, so that a missing rich is named with its extra
+require(__name__, "rich")
+
+from rich.console import Console  # noqa: E402
 
 LOG_WIDTH = 200
 """Columns of the console when the output is not a terminal and ``COLUMNS`` is unset or not a

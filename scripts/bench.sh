@@ -7,7 +7,10 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 if python3 -c "import torch, triton, sys; sys.exit(0 if torch.cuda.is_available() else 1)" 2>/dev/null \
    || python3 -c "import torch_npu" 2>/dev/null; then
-  python3 -m pip install -q --no-deps --no-build-isolation -e . >&2 || true
+  # the lab extra (the benchmark's tables and plots); without a registry (a device image), the
+  # package alone, and `fla-ascend` names what is missing
+  python3 -m pip install -q --no-build-isolation -e ".[lab]" >&2 \
+    || python3 -m pip install -q --no-deps --no-build-isolation -e . >&2 || true
   exec python3 -m fla_ascend.cli bench "$@"
 fi
 venv=$(bash scripts/setup_env.sh triton | tail -n 1)

@@ -2,7 +2,8 @@
 # Create (or reuse) one of the two CPU-tier environments and install fla-ascend into it.
 #   scripts/setup_env.sh ascend   -> .venv-ascend : triton-ascend 3.2.0 (CPython 3.10/3.11) and ascendnpu-ir
 #                                                   (bishengir-compile, for `fla-ascend check`): the npu-check extra
-#   scripts/setup_env.sh triton   -> .venv-triton : upstream Triton (newest release we support)
+#   scripts/setup_env.sh triton   -> .venv-triton : upstream Triton (newest release we support): the triton extra
+# Both also get the lab (workbench), test and transformers extras.
 # torch comes from `torch==2.13.0` (on this kind of machine a CPU wheel lies on disk; an
 # unpinned torch would pull a multi-GB CUDA build). Prints the venv path on its last line.
 set -euo pipefail
@@ -13,9 +14,12 @@ TRITON_SPEC=${FLA_ASCEND_TRITON:-triton==3.9.0}
 # the transformers integration's tests (tests/integrations) run against this release (about 35 s
 # and 180 MB per venv with its dependencies)
 TRANSFORMERS_SPEC=${FLA_ASCEND_TRANSFORMERS:-transformers==5.24.0}
+# extras: lab (the workbench the tests and `fla-ascend bench` use: pandas, matplotlib, rich, NumPy),
+# test, transformers, and the Triton: npu-check (triton-ascend, ascendnpu-ir) or triton (upstream,
+# pinned to $TRITON_SPEC); pyproject.toml says why the Triton is an extra
 case "$flavour" in
-  ascend) venv="$root/.venv-ascend"; extras="test,npu-check,transformers"; extra=() ;;
-  triton) venv="$root/.venv-triton"; extras="test,transformers"; extra=("$TRITON_SPEC") ;;
+  ascend) venv="$root/.venv-ascend"; extras="lab,test,npu-check,transformers"; extra=() ;;
+  triton) venv="$root/.venv-triton"; extras="lab,test,triton,transformers"; extra=("$TRITON_SPEC") ;;
   *) echo "unknown flavour $flavour (ascend|triton)" >&2; exit 2 ;;
 esac
 py=""

@@ -3,13 +3,21 @@
 # the Triton interpreter; then the NPU check: every representative launch lowered by triton-ascend
 # and compiled by bishengir-compile (ascendnpu-ir) for Ascend910B2 (A2/A3) and Ascend910_9599 (A5),
 # FLA_ASCEND_CHECK_JOBS compiles at a time, each killed after FLA_ASCEND_COMPILE_TIMEOUT s
-# (docs/check.md: why the representative matrix, and the full one's command). Extra arguments go to pytest.
+# (docs/check.md: why the representative matrix, and the full one's command); before the upstream
+# Triton tier, a plain venv with torch and fla-ascend[triton] alone (scripts/bare_install_check.sh;
+# FLA_ASCEND_BARE_INSTALL=0 skips it). Extra arguments go to pytest.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 status=0
 for flavour in ascend triton; do
   venv=$(bash scripts/setup_env.sh "$flavour" | tail -n 1)
+  if [ "$flavour" = triton ] && [ "${FLA_ASCEND_BARE_INSTALL:-1}" != 0 ]; then
+    # about 40 s, after setup_env.sh has fetched Triton: a plain venv with torch and fla-ascend[triton]
+    # only (tests/test_packaging.py checks the same inside the test venvs by blocking the workbench's packages)
+    echo "=== bare install: the kernels with torch and Triton alone"
+    bash scripts/bare_install_check.sh 2>&1 | grep -v "^WARNING: Location 'file://" || status=1
+  fi
   echo "=== CPU tier with $flavour ($("$venv/bin/python" -c 'import importlib.metadata as m
 for d in ("triton-ascend", "triton"):
     try: print(d, m.version(d)); break

@@ -1,4 +1,4 @@
-"""The backend layer (issue 2, "Backend layer"): device / flavour / interpreter detection,
+"""The backend layer: device / flavour / interpreter detection,
 launch-option filtering, task plans (grid <= 65535, >= 1; task loop on NPU and CPU, a plain
 grid on CUDA below the limit) and the ``fla-ascend info`` command.
 
@@ -78,8 +78,8 @@ def _python(code: str, **env_changes) -> subprocess.CompletedProcess:
 def test_interpreter_switched_on_at_import_in_fresh_process():
     """A fresh process without TRITON_INTERPRET, forced to the CPU, gets it from the backend's import
     (``import fla_ascend`` alone imports nothing heavy; the ops and ``fla_ascend.backend`` do)."""
-    r = _python("import os, fla_ascend; b = fla_ascend.backend; print(os.environ['TRITON_INTERPRET'], b.is_interpreter())",
-                FLA_ASCEND_DEVICE="cpu")
+    r = _python("import os, fla_ascend; b = fla_ascend.backend; "
+                "print(os.environ['TRITON_INTERPRET'], b.is_interpreter())", FLA_ASCEND_DEVICE="cpu")
     assert r.returncode == 0, r.stderr
     assert r.stdout.split()[-2:] == ["1", "True"]
 
@@ -191,7 +191,7 @@ def test_task_plan_cuda_plain_grid_below_limit(monkeypatch):
 def test_task_plan_cuda_plain_grid_above_65535(monkeypatch):
     """CUDA's x dimension holds 2^31 - 1 programs (65535 is the y/z limit): no loop below that."""
     _simulate(monkeypatch, "cuda", interpreter=False, cores=132)
-    # 2050 sequences x 32 heads: the varlen GPU case of issue 2
+    # 2050 sequences x 32 heads: the varlen GPU case (an invalid launch in public ports)
     assert task_plan(2050 * 32, "cube") == TaskPlan(2050 * 32, 2050 * 32, False)
     assert task_plan(MAX_GRID + 1, "vector") == TaskPlan(MAX_GRID + 1, MAX_GRID + 1, False)
     assert task_plan(CUDA_MAX_GRID_X + 1, "vector") == TaskPlan(CUDA_MAX_GRID_X + 1, CUDA_MAX_GRID_X, True)
@@ -241,8 +241,9 @@ def test_info_cli_in_process(capsys):
 
 def test_info_cli_subprocess():
     """``python -m fla_ascend.cli info`` (what the ``fla-ascend`` console script calls)."""
+    env = {**os.environ, "PYTHONPATH": REPO + os.pathsep + os.environ.get("PYTHONPATH", "")}
     r = subprocess.run([sys.executable, "-m", "fla_ascend.cli", "info", "--json"], capture_output=True, text=True,
-                       timeout=300, env={**os.environ, "PYTHONPATH": REPO + os.pathsep + os.environ.get("PYTHONPATH", "")})
+                       timeout=300, env=env)
     assert r.returncode == 0, r.stderr
     data = json.loads(r.stdout)
     assert set(data) >= {"device_type", "triton_flavour", "triton_version", "interpreter", "cube_cores",

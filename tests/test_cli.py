@@ -86,7 +86,7 @@ def test_explicit_shape_scaled_on_cpu_says_from_what_to_what():
 
 
 def test_output_folder_outside_the_current_directory_is_refused(tmp_path, monkeypatch, capsys):
-    """``--json /nonexistent/x.json`` created /nonexistent (fresh-user trial): a missing folder is
+    """``--json /nonexistent/x.json`` created /nonexistent: a missing folder is
     made only under the current directory."""
     work = tmp_path / "work"
     work.mkdir()
@@ -210,7 +210,8 @@ def test_cp_demo_seqlens_accept_commas():
     CLI's list convention), and names the option on a bad value."""
     import importlib.util
 
-    spec = importlib.util.spec_from_file_location("cp_demo", Path(__file__).resolve().parents[1] / "scripts" / "cp_demo.py")
+    script = Path(__file__).resolve().parents[1] / "scripts" / "cp_demo.py"
+    spec = importlib.util.spec_from_file_location("cp_demo", script)
     demo = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(demo)
     assert demo.parse_args(["--seqlens", "40,150,67"]).seqlens == [40, 150, 67]

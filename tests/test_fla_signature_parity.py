@@ -30,7 +30,8 @@ FLA_060 = {
          ("output_final_state", False), ("activation", None), ("backend", "triton"), ("cu_seqlens", None),
          ("cu_seqlens_cpu", None), ("chunk_indices", None), ("cp_context", None)], True),
     "causal_conv1d_update": (
-        [("x", REQ), ("cache", REQ), ("residual", None), ("weight", None), ("bias", None), ("activation", None)], False),
+        [("x", REQ), ("cache", REQ), ("residual", None), ("weight", None), ("bias", None), ("activation", None)],
+        False),
     "l2norm": ([("x", REQ), ("eps", 1e-06), ("output_dtype", None)], False),
     "l2_norm": ([("x", REQ), ("eps", 1e-06), ("output_dtype", None)], False),
     "rms_norm_gated": (

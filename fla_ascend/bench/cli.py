@@ -147,13 +147,14 @@ so the suite's fwd+bwd tolerance, 0.01, applies."""
 
 def _run_layer() -> int:
     """``fla-ascend bench --layer``: gate the layer's forward against its fp32 reference, then time
-    forward and forward+backward with :func:`fla_ascend.layers.bench_layer`."""
+    forward and forward+backward with :func:`fla_ascend.bench.layer.bench_layer`."""
     import torch
     from rich.table import Table
 
     from fla_ascend import backend
     from fla_ascend.console import make_console
-    from fla_ascend.layers import GatedDeltaNet, bench_layer
+    from fla_ascend.bench.layer import bench_layer
+    from fla_ascend.layers import GatedDeltaNet
     from fla_ascend.ops.utils import rel_rmse
 
     device = backend.device()

@@ -21,7 +21,7 @@ runs the next stage with the argv triton-ascend builds (``triton/backends/ascend
 ``hivmc-a5`` that exits 0 is put first on ``PATH`` so that a compile whose whole MLIR pipeline
 passes (memory planning of UB, L1 = ``cbuf`` and L0C = ``cc`` included) returns 0; without it every
 compile fails at the end and the A5 binary reruns its pipeline five times. Not visible this way:
-code generation, registers, L0A/L0B limits, binary size, link errors (../shared/ascend-compiler.md).
+code generation, registers, L0A/L0B limits, binary size, link errors (docs/check.md).
 
 Results are cached by the sha256 of (ttadapter text without source locations, chip, options, compiler
 version; :func:`ir_fingerprint`) under

@@ -30,14 +30,14 @@ when ``fla`` is importable (an optional benchmark dependency): its public ops ar
 capture with its NPU backends selected, its autotuned kernels are estimated for every config and the
 best one is kept (what its autotuner would pick if the estimate were the clock).
 
-Run only in a worker process without the Triton interpreter (``fla-ascend estimate`` starts one).
+Run only in a worker process without the Triton interpreter: ``fla-ascend estimate`` starts one,
+``python -m fla_ascend.check.estimate_cli`` (:func:`fla_ascend.check.estimate_cli.worker_main`).
 """
 from __future__ import annotations
 
 import contextlib
 import math
 import os
-import sys
 import time
 import types
 from dataclasses import asdict, dataclass, field
@@ -98,7 +98,7 @@ SHAPES = {
         "small": dict(B=2, T=256, H=4, D=128),
     },
 }
-"""Anchor shapes per op (``../shared/anchors.md``; the norms at the GDN layer's q/k and o shapes) and a
+"""Anchor shapes per op (docs/estimate.md, "Shapes and commands"; the norms at the GDN layer's q/k and o shapes) and a
 ``small`` case for CI."""
 
 
@@ -114,7 +114,7 @@ def _gdn_inputs(s, grad):
     B, T, H, HV, K, V = (s[k] for k in ("B", "T", "H", "HV", "K", "V"))
     q, k = _empty(B, T, H, K, grad=grad), _empty(B, T, H, K, grad=grad)
     v = _empty(B, T, HV, V, grad=grad)
-    g = torch.zeros(B, T, HV, dtype=torch.bfloat16).requires_grad_(grad)  # bf16 as in ../shared/anchors.md
+    g = torch.zeros(B, T, HV, dtype=torch.bfloat16).requires_grad_(grad)  # bf16 as in the anchors
     beta = torch.zeros(B, T, HV, dtype=torch.bfloat16).requires_grad_(grad)
     h0 = torch.zeros(B, HV, K, V, dtype=torch.float32).requires_grad_(grad)
     return q, k, v, g, beta, h0
@@ -641,13 +641,3 @@ def calibrate(chip: ChipSpec | str = "Ascend910B2", log=None) -> list:
                     "chip": m.chip})
     return out
 
-
-def main(argv=None) -> int:
-    """Worker entry: ``python -m fla_ascend.check.estimate`` (see :mod:`fla_ascend.check.estimate_cli`)."""
-    from fla_ascend.check.estimate_cli import worker_main
-
-    return worker_main(argv)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

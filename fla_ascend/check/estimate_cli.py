@@ -333,7 +333,15 @@ def check_output_options(args) -> None:
                          ("--png", args.png, plot_suffixes() if args.png else None)])
 
 
+WORKER_MODULE = "fla_ascend.check.estimate_cli"
+"""What ``fla-ascend estimate`` runs as ``python -m`` in its worker process (no Triton interpreter,
+backend told it targets an NPU: :func:`fla_ascend.check.cli.worker_env`): this module's
+:func:`worker_main`."""
+
+
 def worker_main(argv=None) -> int:
+    """The worker's entry: parse ``argv`` (``fla-ascend estimate``'s arguments), estimate and report.
+    Returns the exit status (2 for a usage error or an estimate that cannot run)."""
     args = build_parser().parse_args(argv)
     from fla_ascend.cli_common import UsageError
 
@@ -382,4 +390,8 @@ def run(args) -> int:
             argv += [f"--{flag}", getattr(args, flag)]
     if args.quiet:
         argv.append("--quiet")
-    return run_worker(argv, module="fla_ascend.check.estimate").returncode
+    return run_worker(argv, module=WORKER_MODULE).returncode
+
+
+if __name__ == "__main__":
+    sys.exit(worker_main())

@@ -1,7 +1,7 @@
 """Count what a compiled HIVM module does, through its loop nests, for one launch.
 
 Input: the module that ``bishengir-compile`` hands to ``hivmc`` (``module.hivm.opt.mlir`` from
-``--save-temps``; see ``../shared/ascend-compiler.md``). In it every on-chip operation is a call
+``--save-temps``; see docs/check.md). In it every on-chip operation is a call
 to a library function whose operands are memrefs with an address space (``gm``, ``ub``, ``cbuf``,
 ``cc``): ``load_gm_to_ubuf_*`` / ``nd2nz_*`` move global memory in (MTE2), ``store_ubuf_to_gm_*``
 / ``fixpipe_*`` move it out (MTE3 / fixpipe), ``mma_tile_<in>_to_<out>`` is a Cube matmul with its

@@ -15,7 +15,6 @@ with the gate computed in the kernel (``g = -exp(A_log) * softplus(a + dt_bias)`
 """
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 
 import torch
@@ -270,60 +269,3 @@ class GatedDeltaNet(nn.Module):
         out = F.linear(o.reshape(B, T, self.value_dim).to(z.dtype), self.out_proj.weight)
         return out, (GatedDeltaNetCache(conv_state, rec_state) if want_state else None)
 
-
-def bench_layer(
-    batch_size: int = 1,
-    seq_len: int = 4096,
-    dtype: torch.dtype = torch.bfloat16,
-    mode: str = "fwdbwd",
-    warmup: int = 3,
-    repeat: int = 10,
-    layer: GatedDeltaNet | None = None,
-    device=None,
-) -> dict:
-    """Time a whole :class:`GatedDeltaNet` layer (hook for ``fla-ascend bench --layer``).
-
-    Args:
-        batch_size, seq_len: input ``[batch_size, seq_len, hidden_size]``.
-        dtype: parameter and input dtype.
-        mode: ``"fwd"`` (inference forward, no autograd) or ``"fwdbwd"`` (forward + backward of
-            ``out.sum()`` through every parameter).
-        warmup, repeat: untimed and timed iterations.
-        layer: the layer to time (default: Qwen3-Next's configuration).
-        device: default :func:`fla_ascend.backend.device`.
-
-    Returns:
-        ``{"mode", "batch_size", "seq_len", "dtype", "ms"}`` with ``ms`` the median of ``repeat``
-        timed iterations in milliseconds (device-synchronised wall clock).
-
-    Raises:
-        ValueError: unknown ``mode``.
-    """
-    from fla_ascend import backend
-
-    if mode not in ("fwd", "fwdbwd"):
-        raise ValueError(f"mode must be 'fwd' or 'fwdbwd', got {mode!r}")
-    device = device or backend.device()
-    layer = layer or GatedDeltaNet(device=device, dtype=dtype)
-    x = torch.randn(batch_size, seq_len, layer.hidden_size, device=device, dtype=dtype)
-    sync = getattr(torch, device.type).synchronize if device.type in ("cuda", "npu") else (lambda: None)
-
-    def once():
-        if mode == "fwd":
-            with torch.no_grad():
-                layer(x)
-        else:
-            layer.zero_grad(set_to_none=True)
-            layer(x.requires_grad_())[0].float().sum().backward()
-
-    for _ in range(warmup):
-        once()
-    times = []
-    for _ in range(repeat):
-        sync()
-        t = time.perf_counter()
-        once()
-        sync()
-        times.append((time.perf_counter() - t) * 1e3)
-    times.sort()
-    return {"mode": mode, "batch_size": batch_size, "seq_len": seq_len, "dtype": str(dtype), "ms": times[len(times) // 2]}

@@ -6,17 +6,26 @@ and compare two runs.
 Reading, analysis and comparison need only pandas, NumPy and matplotlib: no NPU, no CANN,
 no torch_npu, no torch, no triton. ``collect`` imports torch lazily, and torch_npu only when
 collecting on an NPU. Of the rest of fla_ascend this subpackage imports only the chip table
-(``fla_ascend.tiling.chips``, itself free of torch and triton) and, for ``profile op``, the
+(``fla_ascend.tiling.chips``, itself free of torch and triton), the console and the CLI's shared
+helpers, the check for its optional packages (``fla_ascend._extras``) and, for ``profile op``, the
 benchmark suite.
+
+pandas, NumPy and matplotlib come with the ``lab`` extra (``pip install "fla-ascend[lab]"``);
+without one of them importing this package raises an ``ImportError`` that says so.
 """
-from .analyze import ClusterReport, Report, Thresholds, analyze, analyze_ranks, classify_bound, kernel_summary
-from .compare import Comparison, compare
-from .readers import (
+from fla_ascend._extras import require as _require
+
+# the check first, so that a missing package is named with its extra
+_require(__name__, "numpy", "pandas", "matplotlib")
+
+from .analyze import ClusterReport, Report, Thresholds, analyze, analyze_ranks, classify_bound, kernel_summary  # noqa: E402
+from .compare import Comparison, compare  # noqa: E402
+from .readers import (  # noqa: E402
     DeviceInfo,
     MsprofOpRun,
     ProfilingFormatError,
-    Run,
     RowIssue,
+    Run,
     find_runs,
     load_run,
     load_runs,

@@ -31,12 +31,13 @@ import json
 import math
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 
+from . import plots as _plots
 from .readers import KERNEL_COLUMNS, DeviceInfo, MsprofOpRun, Run, load_run, load_runs, op_statistic_from_kernels
 from .roofline import roofline_table
 from .step import communication_mask, communication_summary, cross_rank, single_step_note, step_split
+from .text import KEY_TYPE, key_cols, md_table
 
 __all__ = [
     "Thresholds", "BoundResult", "Report", "classify_bound", "kernel_summary", "bound_table",
@@ -47,8 +48,6 @@ __all__ = [
 CUBE_CORES = ("AI_CORE",)
 VECTOR_CORES = ("AI_VECTOR_CORE", "MIX_AIV")
 MIX_CORES = ("MIX_AIC",)
-KEY_TYPE = ("type", "core", "input_shapes")
-KEY_NAME = ("name", "core", "input_shapes")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -326,16 +325,6 @@ def _busiest(r: dict, exclude, vector_side):
     return k, cand[k]
 
 
-def _key_cols(by) -> list[str]:
-    if by in ("type", None):
-        return list(KEY_TYPE)
-    if by == "name":
-        return list(KEY_NAME)
-    if isinstance(by, (list, tuple)) and by and all(isinstance(c, str) for c in by):
-        return list(by)
-    raise ValueError(f"by: expected 'type', 'name' or a list of column names, got {by!r}")
-
-
 def _prep(kernels: pd.DataFrame, cols) -> pd.DataFrame:
     if not isinstance(kernels, pd.DataFrame):
         raise TypeError(f"kernels: expected a pandas DataFrame (readers.read_kernel_details), got {type(kernels).__name__}")
@@ -369,7 +358,7 @@ def kernel_summary(kernels: pd.DataFrame, by="type") -> pd.DataFrame:
     Raises:
         TypeError (not a DataFrame), ValueError (unknown ``by``, missing columns).
     """
-    cols = _key_cols(by)
+    cols = key_cols(by)
     k = _prep(kernels, cols)
     if k.empty:
         return pd.DataFrame(columns=cols + ["count", "total_us", "mean_us", "min_us", "max_us", "wait_us", "share"])
@@ -391,7 +380,7 @@ def bound_table(kernels: pd.DataFrame, by="type", thresholds: Thresholds = Thres
         ``room`` (fraction 0-1), and the mean ratio of each pipe seen (``mac``, ``vec``, ``MTE2(cube)``,
         ...). Keys without PMU data (AI_CPU, Level0) say ``"no PMU data"``.
     """
-    cols = _key_cols(by)
+    cols = key_cols(by)
     summ = kernel_summary(kernels, by)
     k = _prep(kernels, cols)
     ratio_cols = [c for c in k.columns if c not in KERNEL_COLUMNS and c not in cols and c != "aic_icache_miss_rate"
@@ -573,7 +562,7 @@ class Report:
             "computing_share", "communication_not_overlapped_share", "free_share"]
         return ["## Step split (us; shares of the step's wall time)", "",
                 f"Source: {self.step['source'].iloc[0]}. computing + communication not overlapped + free = stage.",
-                "", _md_table(self.step, cols), ""]
+                "", md_table(self.step, cols), ""]
 
     def to_markdown(self, level: int = 1) -> str:
         """The report as Markdown (``level``: heading level of its title)."""
@@ -592,24 +581,24 @@ class Report:
         lines += [f"{sub} Findings", ""] + ([f"- {f}" for f in self.findings] or ["- none"]) + [""]
         lines += [x.replace("## ", sub + " ", 1) if x.startswith("## ") else x for x in self.step_markdown()]
         if self.communication is not None and not self.communication.empty:
-            lines += [f"{sub} Communication (per collective)", "", _md_table(self.communication, list(
+            lines += [f"{sub} Communication (per collective)", "", md_table(self.communication, list(
                 self.communication.columns)), ""]
         if not self.bounds.empty:
             lines += [f"{sub} Top {self.top} compute kernels (share = of compute kernel time)", ""]
             b, cols = self.top_kernels()
-            lines += [_md_table(b, cols + ["rule"]), ""]
+            lines += [md_table(b, cols + ["rule"]), ""]
         if self.roofline is not None and not self.roofline.empty:
             lines += [f"{sub} Roofline ({self.chip}; bytes = inputs + outputs once, a lower bound)", "",
-                      _md_table(self.roofline.head(self.top), ["type", "core", "input_shapes", "input_dtypes", "count",
-                                                               "mean_us", "tflops", "gbs", "peak_share", "hbm_share",
-                                                               "roof"]), ""]
+                      md_table(self.roofline.head(self.top), ["type", "core", "input_shapes", "input_dtypes", "count",
+                                                              "mean_us", "tflops", "gbs", "peak_share", "hbm_share",
+                                                              "roof"]), ""]
         if not self.block_dim.empty:
-            lines += [f"{sub} Block dim vs cores", "", _md_table(self.block_dim.head(self.top),
+            lines += [f"{sub} Block dim vs cores", "", md_table(self.block_dim.head(self.top),
                       ["type", "core", "block_dim", "cores", "rounds", "core_use", "wasted"]), ""]
         if not self.aicpu.empty:
-            lines += [f"{sub} AI_CPU tasks", "", _md_table(self.aicpu, list(self.aicpu.columns)), ""]
+            lines += [f"{sub} AI_CPU tasks", "", md_table(self.aicpu, list(self.aicpu.columns)), ""]
         if not self.imbalance.empty:
-            lines += [f"{sub} Per-block load (msprof op)", "", _md_table(self.imbalance, list(self.imbalance.columns)), ""]
+            lines += [f"{sub} Per-block load (msprof op)", "", md_table(self.imbalance, list(self.imbalance.columns)), ""]
         if self.issues:
             lines += [f"{sub} Malformed rows skipped ({len(self.issues)})", ""] + [f"- {i}" for i in self.issues] + [""]
         return "\n".join(lines).rstrip("\n") + "\n"
@@ -646,7 +635,6 @@ class Report:
     def plots(self, out: Path, prefix: str = "", step_plot: bool = True) -> dict:
         """Draw this report's PNGs into ``out`` (file names start with ``prefix``; ``step_plot``:
         also the one-bar step split, left out where a cross-rank plot shows every rank)."""
-        from . import plots as _plots
         files = {}
         if not self.summary.empty:
             files["time_share"] = _plots.plot_time_share(self.summary, out / f"{prefix}time_share.png", top=self.top)
@@ -663,27 +651,6 @@ class Report:
             if p is not None:
                 files["block_times"] = p
         return files
-
-
-def _fmt(v):
-    if v is None or (isinstance(v, float) and math.isnan(v)) or v is pd.NA:
-        return ""
-    if isinstance(v, (bool, np.bool_)):
-        return "yes" if v else "no"
-    if isinstance(v, (float, np.floating)):
-        return f"{v:.4g}" if abs(v) < 1e5 else f"{v:.1f}"
-    s = str(v)
-    return s.replace("|", "\\|")
-
-
-def _md_table(df: pd.DataFrame, cols) -> str:
-    cols = [c for c in cols if c in df.columns]
-    if df.empty:
-        return "(none)"
-    out = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
-    for _, r in df.iterrows():
-        out.append("| " + " | ".join(_fmt(r[c]) for c in cols) + " |")
-    return "\n".join(out)
 
 
 def _chip_for(chip, device: DeviceInfo | None):
@@ -774,7 +741,7 @@ def analyze(run, *, top: int = 10, by="type", msprof_op: MsprofOpRun | None = No
                 f"step {m['stage']:.1f} us: compute {m['computing'] / m['stage']:.1%}, communication not overlapped "
                 f"{m['communication_not_overlapped'] / m['stage']:.1%}, free {m['free'] / m['stage']:.1%} "
                 f"(overlapped communication {m['overlapped']:.1f} us); the largest part is {big}")
-    key = _key_cols(by)
+    key = key_cols(by)
     for _, r in bounds.head(top).iterrows():
         label = f"{r[key[0]]}" + (f" [{r['core']}]" if "core" in key else "")
         if r["bound"] == "not bound":
@@ -829,7 +796,7 @@ class ClusterReport:
                 "stage", "stage_vs_fastest", "computing_vs_fastest", "communication_not_overlapped_vs_fastest",
                 "free_vs_fastest"]
         lines += ["Per rank, us (mean over its steps); *_vs_fastest = difference from the rank with the shortest step.",
-                  "", _md_table(self.cross, cols), ""]
+                  "", md_table(self.cross, cols), ""]
         for r in self.ranks:
             lines.append(r.to_markdown(level=2))
         return "\n".join(lines).rstrip("\n") + "\n"
@@ -848,8 +815,6 @@ class ClusterReport:
         """Write ``report.md``, ``report.json`` and (``plots``) ``step_split.png`` (stacked bars per
         rank), ``cross_rank.png`` (difference from the fastest rank) and each rank's PNGs
         (``rank<N>_*.png``) into ``out_dir``."""
-        from . import plots as _plots
-
         out, files = _write_text_reports(self, out_dir)
         if plots:
             if self.cross["stage"].notna().any():

@@ -74,14 +74,14 @@ def _console():
 def _rich_table(df, cols, title):
     from rich.table import Table
 
-    from .analyze import _fmt
+    from .text import fmt_cell
 
     t = Table(title=title)
     cols = [c for c in cols if c in df.columns]
     for c in cols:
         t.add_column(c, overflow="fold")
     for _, r in df.iterrows():
-        t.add_row(*[_fmt(r[c]) for c in cols])
+        t.add_row(*[fmt_cell(r[c]) for c in cols])
     return t
 
 

@@ -17,11 +17,12 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .analyze import _fmt, _key_cols
 from .readers import Run, load_run
+from .plots import plot_compare
 from .step import communication_mask
+from .text import fmt_cell, geomean_text, key_cols, ratio_text
 
-__all__ = ["Comparison", "compare", "steps_in"]
+__all__ = ["Comparison", "compare", "steps_in", "ratio_text", "geomean_text"]
 
 
 def steps_in(kernels: pd.DataFrame) -> int:
@@ -41,33 +42,6 @@ def _as_kernels(x, name):
         return x, x.attrs.get("source", f"<{name} DataFrame>")
     raise TypeError(f"{name}: expected a run directory or file, readers.Run or kernel DataFrame, "
                     f"got {type(x).__name__}")
-
-
-def _direction(r: float) -> str:
-    return "new is faster" if r < 1 else "new is slower" if r > 1 else "same time"
-
-
-def ratio_text(totals: dict) -> str:
-    """The total part of a comparison's summary line, in the table's direction (new / base time):
-    ``compute time new/base 0.798 (new is faster; ...)``, or which run has no device time (a run
-    whose kernels all last 0 us)."""
-    empty = [n for n in ("base", "new") if not totals[f"{n}_us"] > 0]
-    if empty:
-        return f"compute time new/base undefined ({' and '.join(empty)} with no compute kernel time)"
-    r = totals["ratio"]
-    return f"compute time new/base {r:.3f} ({_direction(r)}; compute kernels only, communication excluded)"
-
-
-def geomean_text(totals: dict) -> str:
-    """The geometric-mean part of a comparison's summary line (new / base time, as the table):
-    over the kernel keys both runs share with time on both sides, or why there is none (two
-    providers' kernels have different names; or the shared ones last 0 us on one side)."""
-    if totals["keys_geomean"]:
-        return (f"geometric mean of new/base over {totals['keys_geomean']} common key(s): "
-                f"{totals['geomean_ratio']:.3f}")
-    if totals["keys_both"]:
-        return f"no geometric mean ({totals['keys_both']} common key(s), none with time on both sides)"
-    return "no common kernel key (different kernels: only the totals compare)"
 
 
 @dataclasses.dataclass
@@ -108,7 +82,7 @@ class Comparison:
         lines.append("| " + " | ".join(cols) + " |")
         lines.append("|" + "---|" * len(cols))
         for _, r in df.iterrows():
-            lines.append("| " + " | ".join(_fmt(r[c]) for c in cols) + " |")
+            lines.append("| " + " | ".join(fmt_cell(r[c]) for c in cols) + " |")
         return "\n".join(lines) + "\n"
 
     def to_json(self) -> str:
@@ -125,7 +99,6 @@ class Comparison:
         files["markdown"].write_text(self.to_markdown())
         files["json"].write_text(self.to_json())
         if plots and not self.table.empty:
-            from .plots import plot_compare
             files["png"] = plot_compare(self, out / "compare.png", top=top)
         return files
 
@@ -150,7 +123,7 @@ def compare(base, new, by="type") -> Comparison:
     for name, k, src in (("base", kb, sb), ("new", kn, sn)):
         if k.empty:
             raise ValueError(f"{name} run {src} has no kernel rows: nothing to compare")
-    cols = _key_cols(by)
+    cols = key_cols(by)
     for name, k in (("base", kb), ("new", kn)):
         missing = [c for c in cols + ["duration_us"] if c not in k.columns]
         if missing:

@@ -6,6 +6,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from .text import ratio_text
+
 __all__ = ["plot_time_share", "plot_pipe_ratios", "plot_step_split", "plot_cross_rank", "plot_block_times",
            "plot_compare"]
 
@@ -192,8 +194,6 @@ def plot_compare(cmp, path, top: int = 15) -> Path:
         ax.text(max(r["total_base_us"], r["total_new_us"]), yi, f"  {txt}", va="center", fontsize=8)
     ax.set_xlim(0, mx * 1.25)
     ax.set_xlabel("time per step (us)")
-    from .compare import ratio_text
-
     ax.set_title(f"new vs base: {ratio_text(cmp.totals)}\n(bars: time per step; x = new / base time, below 1: "
                  "new is faster)", fontsize=10)
     ax.legend(fontsize=8)

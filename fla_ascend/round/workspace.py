@@ -19,7 +19,7 @@ Layout of a workspace directory::
     opt-note.md             ledger: one entry per submitted round + "## Overall Summary"
     learned_lessons.md      appended only through :meth:`Workspace.lesson`
 
-Rules enforced (issue 8): one open round at a time; a round starts from the last accepted
+Rules enforced: one open round at a time; a round starts from the last accepted
 round (or the baseline); speedups come only from :meth:`Workspace.compare`; a round whose
 correctness gate failed can only be submitted as rejected; an accepted round needs a changed
 snapshot, a passed gate, a canonical artifact of the current snapshot and a comparison of that

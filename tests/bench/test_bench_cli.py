@@ -76,7 +76,7 @@ def test_output_path_that_is_a_directory(tmp_path, capsys):
 
 def test_unwritable_output_path_refused_before_running(tmp_path, capsys, monkeypatch):
     """An output path that cannot be written is refused before the first case (it crashed with
-    an OSError traceback after the first case; fresh-user trial); a new file's folder under the
+    an OSError traceback after the first case); a new file's folder under the
     current directory is made, and the command says so."""
     from fla_ascend.bench import suite
 
@@ -100,7 +100,7 @@ def test_unwritable_output_path_refused_before_running(tmp_path, capsys, monkeyp
 
 
 def test_layer_refuses_suite_outputs(capsys):
-    """--layer prints its own table; --json was silently ignored with it (fresh-user trial)."""
+    """--layer prints its own table; --json was silently ignored with it."""
     assert cli.main(["bench", "--layer", "--json", "x.json"]) == 2
     assert "--json is for the op suite" in capsys.readouterr().err
 

@@ -1,4 +1,4 @@
-"""GPU tier of the benchmark suite (run on the H200 through the device tool, bf16, full size)."""
+"""GPU tier of the benchmark suite (run on a CUDA GPU such as the H200, bf16, full size)."""
 import pytest
 
 from fla_ascend.bench import cases as C

@@ -84,7 +84,7 @@ def test_free_form_hv_must_be_a_multiple_of_h():
 
 def test_shape_keys_parse_back():
     """A shape key as the tables print it is a valid --shapes item (round probe passes the
-    baseline's keys; a fresh-user trial found it refused as an unknown name)."""
+    baseline's keys; it was refused as an unknown name)."""
     from fla_ascend.bench.cases import parse_shapes, shape_key
 
     shape = {"B": 1, "T": 96, "H": 2, "HV": 4, "K": 32, "V": 16}

@@ -206,7 +206,8 @@ def test_tile_ab_script(tmp_path, op, variant, module, attr):
     assert mod.main(["--op", op, "--variants", "3x4w4", "--out", str(tmp_path)]) == 2
     assert mod.main(["--op", op, "--quick", "--variants", variant, "--modes", "bwd", "--out", str(tmp_path)]) == 2
     wrong_shape = "qwen3next" if op == "causal_conv1d" else "conv-b4-t4096"  # a shape the op cannot take
-    assert mod.main(["--op", op, "--quick", "--variants", variant, "--shapes", wrong_shape, "--out", str(tmp_path)]) == 2
+    argv = ["--op", op, "--quick", "--variants", variant, "--shapes", wrong_shape, "--out", str(tmp_path)]
+    assert mod.main(argv) == 2
     assert mod.main(["--op", op, "--variants", ",", "--out", str(tmp_path)]) == 2
 
 

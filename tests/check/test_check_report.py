@@ -6,7 +6,7 @@ from fla_ascend.check.report import print_report
 
 def test_report_shows_info_tag():
     """The table prints a finding's "[info]" tag literally (rich would take it for markup and
-    drop it, making an info finding look like an error; fresh-user trial)."""
+    drop it, making an info finding look like an error)."""
     row = dict(kernel="m.k", config="c", lowered=True, stage=None, kind="vector", mix_mode="aiv", grid=1, cores=1,
                model_bytes=1024, compiled=True, core_type="AIV", planned={"ub": 4096, "l1": 0, "l0c": 0},
                share={"ub": 0.02, "l1": 0.0, "l0c": 0.0}, intra_core_syncs=3, cross_core_syncs=0, compile_seconds=0.2,
@@ -62,9 +62,10 @@ def test_markdown_summary_per_kernel(tmp_path):
     model/plan range over its compiled launches and the error classes of those that failed."""
     from fla_ascend.check.report import write_markdown
 
-    a = _row(kernel="m.k", configs=["a"], compiled=True, core_type="MIX", planned={"ub": 98304, "l1": 114688, "l0c": 49152},
-             share={"ub": 0.5, "l1": 0.2, "l0c": 0.4}, intra_core_syncs=103, cross_core_syncs=30, compile_seconds=2.5,
-             compile_cpu_seconds=0.7, model_vs_plan=1.12)
+    a = _row(kernel="m.k", configs=["a"], compiled=True, core_type="MIX",
+             planned={"ub": 98304, "l1": 114688, "l0c": 49152}, share={"ub": 0.5, "l1": 0.2, "l0c": 0.4},
+             intra_core_syncs=103, cross_core_syncs=30, compile_seconds=2.5, compile_cpu_seconds=0.7,
+             model_vs_plan=1.12)
     b = _row(kernel="m.k", configs=["b"], compiled=True, core_type="MIX", planned={"ub": 147456, "l1": 0, "l0c": 0},
              share={"ub": 0.75, "l1": 0.0, "l0c": 0.0}, intra_core_syncs=90, cross_core_syncs=41, compile_seconds=1.0,
              compile_cpu_seconds=0.9, model_vs_plan=1.01)

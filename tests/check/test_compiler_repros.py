@@ -53,8 +53,8 @@ def test_repro_fails_and_fix_compiles(repro):
     root = Path(__file__).resolve().parents[2]
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     env.update(FLA_ASCEND_DEVICE="npu", PYTHONPATH=os.pathsep.join([str(root), env.get("PYTHONPATH", "")]))
-    proc = subprocess.run([sys.executable, "-c", _CHILD, str(HERE / f"{repro}.py")], env=env, cwd=root, capture_output=True, text=True,
-                          timeout=600)
+    proc = subprocess.run([sys.executable, "-c", _CHILD, str(HERE / f"{repro}.py")], env=env, cwd=root,
+                          capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     res = json.loads(proc.stdout.strip().splitlines()[-1])
     spec = importlib.util.spec_from_file_location(repro, HERE / f"{repro}.py")

@@ -16,7 +16,7 @@ except importlib.metadata.PackageNotFoundError:
 from fla_ascend.check.cli import run_worker  # noqa: E402
 from fla_ascend.check.compile import compiler_available  # noqa: E402
 from fla_ascend.check.estimate import OPS, SHAPES  # noqa: E402
-from fla_ascend.check.estimate_cli import side_by_side, stage_of  # noqa: E402
+from fla_ascend.check.estimate_cli import WORKER_MODULE, side_by_side, stage_of  # noqa: E402
 
 if not compiler_available("Ascend910B2"):
     pytest.skip("bishengir-compile (PyPI ascendnpu-ir) is not installed", allow_module_level=True)
@@ -27,7 +27,7 @@ def report(tmp_path_factory):
     d = tmp_path_factory.mktemp("estimate")
     out, md, png = d / "r.json", d / "r.md", d / "r.png"
     proc = run_worker(["all", "--shape", "small", "--json", str(out), "--markdown", str(md), "--png", str(png),
-                       "--quiet"], module="fla_ascend.check.estimate", capture_output=True, text=True, timeout=1200)
+                       "--quiet"], module=WORKER_MODULE, capture_output=True, text=True, timeout=1200)
     assert proc.returncode == 0 and out.exists(), proc.stderr[-3000:]
     assert md.read_text().count("| total |") == len(OPS) and png.stat().st_size > 1000
     return json.loads(out.read_text())
@@ -101,7 +101,7 @@ def test_against_flash_linear_attention(tmp_path):
         pytest.skip(fla_available())
     out = tmp_path / "r.json"
     proc = run_worker(["l2norm", "--shape", "small", "--against", "fla", "--json", str(out), "--quiet"],
-                      module="fla_ascend.check.estimate", capture_output=True, text=True, timeout=1200)
+                      module=WORKER_MODULE, capture_output=True, text=True, timeout=1200)
     assert proc.returncode == 0, proc.stderr[-3000:]
     (case,) = json.loads(out.read_text())["cases"]
     fwd = {side: [la for la in case[side]["launches"] if la["direction"] == "fwd"] for side in ("ours", "fla")}
@@ -121,7 +121,7 @@ def test_usage_errors_exit_2_before_any_work(tmp_path, monkeypatch):
         (["l2norm", "--shape", "B=x"], ["--shape B", "'x'"]),
         (["l2norm", "--shape", "small", "--json", str(tmp_path.parent / f"{tmp_path.name}-absent" / "r.json")], []),
     ]:
-        proc = run_worker(argv, module="fla_ascend.check.estimate", capture_output=True, text=True, timeout=600)
+        proc = run_worker(argv, module=WORKER_MODULE, capture_output=True, text=True, timeout=600)
         assert proc.returncode == 2, (argv, proc.stdout[-2000:], proc.stderr[-2000:])
         assert "Traceback" not in proc.stderr and "0.0" not in proc.stdout, proc.stdout
         assert all(w in proc.stderr for w in words), proc.stderr

@@ -91,14 +91,17 @@ def test_module_errors_name_the_input():
     """A wrong input size is reported against the module's hidden_size (the op's message blamed
     the weight), a wrong mask names mask, a bad kernel_size is a ValueError at construction."""
     sc = ShortConvolution(32, 4)
-    with pytest.raises(ValueError, match=r"ShortConvolution: x must have shape \[B, T, hidden_size=32\], got \(2, 10, 16\)"):
+    with pytest.raises(ValueError,
+                       match=r"ShortConvolution: x must have shape \[B, T, hidden_size=32\], got \(2, 10, 16\)"):
         sc(torch.randn(2, 10, 16))
-    with pytest.raises(ValueError, match=r"ShortConvolution: mask must have shape \[B, T\] = \[2, 10\] \(x's\), got \(2, 9\)"):
+    with pytest.raises(ValueError,
+                       match=r"ShortConvolution: mask must have shape \[B, T\] = \[2, 10\] \(x's\), got \(2, 9\)"):
         sc(torch.randn(2, 10, 32), mask=torch.ones(2, 9))
     for bad in (0, 17):
         with pytest.raises(ValueError, match=rf"ShortConvolution: kernel_size must be an int in \[1, 16\], got {bad}"):
             ShortConvolution(32, bad)
-    with pytest.raises(ValueError, match=r"RMSNorm: x's last dimension must be hidden_size=16, got 8 \(x shape \(3, 8\)\)"):
+    with pytest.raises(ValueError,
+                       match=r"RMSNorm: x's last dimension must be hidden_size=16, got 8 \(x shape \(3, 8\)\)"):
         RMSNorm(16)(torch.randn(3, 8))
 
 

@@ -1,5 +1,5 @@
 """Input builders, the accuracy assertion and the NaN-fill fixture shared by the gated delta
-rule tests (forward here, backward in the lead's tests).
+rule tests (the forward and the backward tests).
 
 Import from a test module in ``tests/ops`` as ``from helpers import ...`` (pytest puts the
 test file's folder on ``sys.path``).
@@ -172,10 +172,10 @@ def bf16_limits(fn, x: dict, limits: dict) -> tuple[dict, dict]:
     """The reference outputs ``fn(x)`` and the bf16 GPU tier's limit for each.
 
     Every output keeps its limit from ``limits`` (the issue's), except outputs of fewer than
-    :data:`FEW_ELEMENTS` elements: their limit is the largest of the issue's, ``2 x`` their
+    :data:`FEW_ELEMENTS` elements: their limit is the largest of the test's, ``2 x`` their
     :func:`bf16_input_movement` (the op rounds stored intermediates to bf16 as well as reading
-    bf16 inputs) and :data:`FEW_FLOOR`, capped at :data:`MAX_RELAX` times the issue's limit. The perturbed runs happen only when such
-    an output exists.
+    bf16 inputs) and :data:`FEW_FLOOR`, capped at :data:`MAX_RELAX` times the test's limit. The
+    perturbed runs happen only when such an output exists.
 
     Returns:
         ``(reference outputs, limits)``.
@@ -242,7 +242,7 @@ def poison_for_process() -> None:
     """What :func:`nan_empty` does, for the rest of this process (a spawned rank has no fixtures)."""
     fake = _PoisonedTorch()
     for name in poisoned_modules():
-        setattr(sys.modules[name], "torch", fake)
+        sys.modules[name].torch = fake
 
 
 @pytest.fixture

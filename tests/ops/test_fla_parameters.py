@@ -1,4 +1,4 @@
-"""flash-linear-attention 0.6.0's parameters added for the drop-in (issue 21), each against the
+"""flash-linear-attention 0.6.0's parameters added for the drop-in, each against the
 float32 reference: beta sigmoid / negative eigenvalues / V-first states / ``cu_seqlens_cpu`` /
 ``chunk_indices`` of the chunked op (with gradients), optional ``g``/``gk``/``gv``/``beta`` of the
 recurrent op, the conv's ``backend`` / varlen hints, ``l2norm``'s ``output_dtype``, the norms'
@@ -46,8 +46,8 @@ def test_chunk_beta_sigmoid_state_v_first(neg, device):
     o, ht = chunk_gated_delta_rule(x["q"], x["k"], x["v"], x["g"], logits, None, h0_vk, True, False, True, neg, True)
     assert ht.shape == (B, HV, V, K)
     beta = torch.sigmoid(logits) * (2 if neg else 1)
-    ro, rht = naive_recurrent_gated_delta_rule(x["q"], x["k"], x["v"], x["g"], beta, initial_state=h0_vk.transpose(-1, -2),
-                                               output_final_state=True)
+    ro, rht = naive_recurrent_gated_delta_rule(x["q"], x["k"], x["v"], x["g"], beta,
+                                               initial_state=h0_vk.transpose(-1, -2), output_final_state=True)
     assert_close("o", ro, o, FWD)
     assert_close("ht", rht.transpose(-1, -2), ht, FWD)
     do, dht = torch.randn_like(o), torch.randn_like(ht)
@@ -205,9 +205,9 @@ def test_conv_varlen_hints(hint, device, monkeypatch):
 
 def test_conv_refusals(device):
     x, w, b, cu = _conv_inputs(device)
-    for backend in ("cuda", "mix"):
-        with pytest.raises(NotImplementedError, match=f"backend='{backend}'"):
-            causal_conv1d(x, w, backend=backend)
+    for name in ("cuda", "mix"):
+        with pytest.raises(NotImplementedError, match=f"backend='{name}'"):
+            causal_conv1d(x, w, backend=name)
     with pytest.raises(ValueError, match="backend must be one of"):
         causal_conv1d(x, w, backend="tpu")
     with pytest.raises(TypeError, match="cp_context must be an FLACPContext"):

@@ -1,4 +1,4 @@
-"""Backward of ``chunk_gated_delta_rule`` (issue 3): gradients of every input against autograd
+"""Backward of ``chunk_gated_delta_rule``: gradients of every input against autograd
 through the float32 pure-PyTorch reference, for the loss ``(o * do).sum() + (ht * dht).sum()``.
 
 Limits (rel-RMSE ratio ``||ref - out|| / ||ref||``, :func:`fla_ascend.ops.utils.rel_rmse`):
@@ -33,9 +33,9 @@ from fla_ascend.ops.gated_delta_rule.reference import chunk_gated_delta_rule_ref
 from fla_ascend.ops.utils import rel_rmse
 
 RATIO = 8e-3
-"""Issue 3: dq, dk, dv, dh0."""
+"""Limit for dq, dk, dv, dh0."""
 GATE_RATIO = 2e-2
-"""Issue 3: dg, dbeta, dA_log, ddt_bias."""
+"""Limit for dg, dbeta, dA_log, ddt_bias."""
 REF_RATIO = 1e-5
 """Chunked vs naive reference gradients, both float32 (only the summation order differs)."""
 

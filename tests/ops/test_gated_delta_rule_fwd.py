@@ -1,5 +1,5 @@
 """Forward of ``chunk_gated_delta_rule`` and ``fused_recurrent_gated_delta_rule`` against the
-float32 references (issue 2, "Tests"): rel-RMSE ratio <= 0.005 for ``o`` and the final state,
+float32 references: rel-RMSE ratio <= 0.005 for ``o`` and the final state,
 with every allocation of the op modules NaN-filled (``nan_empty``).
 
 The case table is a covering set, not a cross product: every T in {1, 15, 63, 64, 65, 75, 500},
@@ -25,7 +25,7 @@ from fla_ascend.ops.gated_delta_rule.reference import chunk_gated_delta_rule_ref
 from fla_ascend.ops.utils import rel_rmse
 
 RATIO = 5e-3
-"""Issue 2: relative RMSE ratio vs the float32 reference, for every dtype."""
+"""Limit of the relative RMSE ratio vs the float32 reference, for every dtype."""
 REF_RATIO = 1e-5
 """Chunked vs naive reference, both float32 on the same inputs (only summation order differs)."""
 SAME_RATIO = 1e-5 if backend.is_interpreter() else RATIO

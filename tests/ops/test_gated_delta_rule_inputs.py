@@ -1,5 +1,5 @@
-"""Bad input to ``chunk_gated_delta_rule`` and ``fused_recurrent_gated_delta_rule`` (issue 2,
-"Bad input"): each case raises ``ValueError`` / ``TypeError`` whose message starts with the op
+"""Bad input to ``chunk_gated_delta_rule`` and ``fused_recurrent_gated_delta_rule``:
+each case raises ``ValueError`` / ``TypeError`` whose message starts with the op
 name and names the argument, the expected value and the actual value. Nothing here launches
 a kernel, so these run in well under a second.
 """

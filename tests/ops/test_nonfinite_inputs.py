@@ -309,7 +309,7 @@ def _expected(shape_o, N, name, b, t0, n, bos, eos, first, lanes, state_lanes):
     return o_bad, h_bad
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _clean(op_name: str, B: int):
     x = _gdr_inputs() if B == 1 else _gdr_inputs(B=B, T=40, varlen=None)
     op, kw = _OPS[op_name]

@@ -1,4 +1,4 @@
-"""CPU-tier tests of the norm ops against pure-PyTorch float32 references (issue 4: ratio <= 0.005)."""
+"""CPU-tier tests of the norm ops against pure-PyTorch float32 references (rel-RMSE ratio <= 0.005)."""
 import pytest
 import torch
 

@@ -75,27 +75,6 @@ def test_launch_first_fitting_steps_down_and_remembers(monkeypatch):
         tiles.launch_first_fitting("s", ("k",), [], launch)
 
 
-def test_launch_first_fitting_strict_stage(monkeypatch):
-    """A stage in STRICT_STAGES (a stage A/B) tries only its first candidate: a variant that
-    does not fit is an error, never timed as another variant; other stages still step down."""
-    from triton.runtime.errors import OutOfResources
-
-    monkeypatch.setattr(tiles, "_FIRST_FIT", {})
-    monkeypatch.setattr(tiles, "STRICT_STAGES", {"timed"})
-    tried = []
-
-    def launch(cfg):
-        tried.append(cfg)
-        if cfg > 2:
-            raise OutOfResources(cfg * 100, 200, "shared memory")
-
-    with pytest.raises(RuntimeError, match=r"tried \[3\]"):
-        tiles.launch_first_fitting("timed", ("k",), [3, 2], launch)
-    assert tried == [3]
-    assert tiles.launch_first_fitting("timed", ("k",), [2, 1], launch) == 2
-    assert tiles.launch_first_fitting("other", ("k",), [3, 2], launch) == 2
-
-
 @pytest.fixture
 def compiled_cuda(monkeypatch):
     """The backend as on an H200 with compiled kernels (132 SMs; launch options kept, None dropped)."""

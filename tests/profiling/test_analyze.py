@@ -52,9 +52,11 @@ def test_shares_sum_to_one(bounds):
     ({"aic_mac_ratio": 0.2, "aic_mte2_ratio": 0.96}, "AI_CORE", "MTE2(cube) bound", 0.0),
     ({"aic_mac_ratio": 0.2, "aic_mte2_ratio": 0.3, "aic_fixpipe_ratio": 0.85}, "AI_CORE", "fixpipe bound", 0.0),
     ({"aic_mac_ratio": 0.5, "aic_mte2_ratio": 0.6}, "AI_CORE", "not bound", 0.35),
-    ({"aiv_vec_ratio": 0.1, "aiv_mte2_ratio": 0.75, "aiv_mte3_ratio": 0.02}, "AI_VECTOR_CORE", "MTE2(vector) bound", 0.0),
+    ({"aiv_vec_ratio": 0.1, "aiv_mte2_ratio": 0.75, "aiv_mte3_ratio": 0.02}, "AI_VECTOR_CORE", "MTE2(vector) bound",
+     0.0),
     ({"aiv_vec_ratio": 0.72, "aiv_mte2_ratio": 0.1, "aiv_mte3_ratio": 0.02}, "MIX_AIV", "vec bound", 0.0),
-    ({"aiv_vec_ratio": 0.3, "aiv_mte2_ratio": 0.4, "aiv_mte3_ratio": 0.1}, "AI_VECTOR_CORE", "not bound", 0.6),  # max(0.7 - each), as the advisor
+    # max(0.7 - each), as the advisor
+    ({"aiv_vec_ratio": 0.3, "aiv_mte2_ratio": 0.4, "aiv_mte3_ratio": 0.1}, "AI_VECTOR_CORE", "not bound", 0.6),
     ({"aiv_vec_ratio": 0.3, "aiv_mte2_ratio": 0.4, "aiv_mte3_ratio": 0.1, "aiv_scalar_ratio": 0.9},
      "AI_VECTOR_CORE", "scalar(vector) bound", 0.0),
     ({"mac_ratio": 0.91, "vec_ratio": 0.1, "mte2_ratio": 0.4}, "AI_CORE", "mac bound", 0.0),  # non-split chip
@@ -119,7 +121,8 @@ def test_report_outputs(tmp_path):
     for k in ("time_share", "pipe_ratios", "block_times", "step_split"):
         assert files[k].read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and files[k].stat().st_size > 5000
     md = files["markdown"].read_text()
-    assert "| MatMulV3 | AI_CORE |" in md and "mac+MTE2 bound" in md and "Add" not in md.split("## Top")[1].split("##")[0]
+    top = md.split("## Top")[1].split("##")[0]
+    assert "| MatMulV3 | AI_CORE |" in md and "mac+MTE2 bound" in md and "Add" not in top
     js = json.loads(files["json"].read_text())
     assert {r["type"]: r["bound"] for r in js["bounds"]}["Add"] == "vec+MTE2+MTE3 bound"
     assert js["device"]["ai_core_num"] == 20 and js["totals"]["kernels"] == 4

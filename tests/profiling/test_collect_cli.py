@@ -157,8 +157,8 @@ def test_profile_op_collects_on_device(tmp_path):
 def test_cli_profile_op_fla_provider(tmp_path, capsys):
     """flash-linear-attention's kernels profile the same way, for a per-kernel comparison."""
     pytest.importorskip("fla")
-    rc = main(["profile", "op", "chunk_gated_delta_rule", "--provider", "fla", "--backward", "--shapes", "T=1024,H=4,HV=8",
-               "--active", "2", "--out", str(tmp_path)])
+    rc = main(["profile", "op", "chunk_gated_delta_rule", "--provider", "fla", "--backward",
+               "--shapes", "T=1024,H=4,HV=8", "--active", "2", "--out", str(tmp_path)])
     assert rc == 0, capsys.readouterr().out
     k = R.read_kernel_details(next(tmp_path.glob("*_pt")))
     assert k["name"].str.contains("chunk").any()

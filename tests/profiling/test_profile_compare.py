@@ -47,7 +47,8 @@ def test_totals(runs):
     assert cmp.totals["speedup"] == pytest.approx(base / new, rel=1e-5)
     # the printed total reads in the table's direction (new / base time), stated in words
     assert cmp.totals["ratio"] == pytest.approx(new / base, rel=1e-5)
-    assert f"compute time new/base {new / base:.3f} (new is {'faster' if new < base else 'slower'}" in C.ratio_text(cmp.totals)
+    expected = f"compute time new/base {new / base:.3f} (new is {'faster' if new < base else 'slower'}"
+    assert expected in C.ratio_text(cmp.totals)
     geo = np.exp(np.mean(np.log([1 / 0.8, 1 / 1.25, 1 / 2.0, 1.0])))
     assert cmp.totals["geomean_speedup"] == pytest.approx(geo, rel=1e-5)
     assert (cmp.totals["keys_both"], cmp.totals["keys_base_only"], cmp.totals["keys_new_only"]) == (4, 1, 1)

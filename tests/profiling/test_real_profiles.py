@@ -89,7 +89,8 @@ def test_kernel_counts_match_the_raw_csvs(reports):
                                                   len(_raw(_kd(f"{LLM}/rank_2_ascend_pt"))), 0] == [2463, 0, 2587, 0]
     assert reports["neo-pan-sanitized/PROF_001"].ranks[0].totals["kernels"] == 2
     assert reports["vllm-ascend-tmp-prof/PROF_Memory"].ranks[0].totals["kernels"] == 3
-    assert reports[f"{UT}/ut/advisor/advisor_backend/compute_advice/kernel_details.csv"].ranks[0].totals["kernels"] == 591
+    report = reports[f"{UT}/ut/advisor/advisor_backend/compute_advice/kernel_details.csv"]
+    assert report.ranks[0].totals["kernels"] == 591
 
 
 def test_durations_and_block_num():

@@ -7,7 +7,7 @@ from fla_ascend.round.compare import ComparisonError, compare_artifacts
 
 def _art(times, device="cpu", kernel=None, correct=None, timing="wall-clock median"):
     rows = []
-    for i, (shape, ms) in enumerate(times.items()):
+    for shape, ms in times.items():
         r = {"op": "l2norm", "shape": shape, "mode": "fwd", "provider": "fla_ascend", "dtype": "float32",
              "correct": True if correct is None else correct.get(shape, True), "ms": ms, "error": None}
         if kernel and shape in kernel:

@@ -37,7 +37,8 @@ def test_round_with_real_suite(tmp_path, capsys):
     new = json.loads((ws / "round-1/bench.json").read_text())
     old_ms = {(r["shape"], r["mode"]): r["ms"] for r in base["results"] if r["provider"] == "fla_ascend"}
     for c in cmp["vs_baseline"]["cases"]:
-        n = next(r["ms"] for r in new["results"] if (r["shape"], r["mode"], r["provider"]) == (c["shape"], c["mode"], c["provider"]))
+        key = (c["shape"], c["mode"], c["provider"])
+        n = next(r["ms"] for r in new["results"] if (r["shape"], r["mode"], r["provider"]) == key)
         assert c["speedup"] == pytest.approx(old_ms[(c["shape"], c["mode"])] / n)
     g = cmp["vs_parent"]["summary"]["geomean_speedup"]
     args = ["round", "submit", "-w", str(ws), "--status", "accepted"]

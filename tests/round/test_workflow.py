@@ -161,10 +161,11 @@ def test_init_refuses_non_empty_dir_and_bad_args(tmp_path):
 
 def test_relative_python_path_is_made_absolute():
     """--python .venv-ascend/bin/python works from any folder the subprocess runs in (a relative
-    path failed with 'No such file or directory'; fresh-user trial); a bare name stays for PATH."""
+    path failed with 'No such file or directory'); a bare name stays for PATH."""
     import os
 
     from fla_ascend.round.cli import _interpreter
 
-    assert _interpreter(os.path.join(".venv", "bin", "python")) == os.path.abspath(os.path.join(".venv", "bin", "python"))
+    relative = os.path.join(".venv", "bin", "python")
+    assert _interpreter(relative) == os.path.abspath(relative)
     assert _interpreter("python3") == "python3"

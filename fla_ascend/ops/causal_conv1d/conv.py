@@ -41,19 +41,24 @@ import triton.language as tl
 
 from fla_ascend import backend
 from fla_ascend.backend import launch_options
+from fla_ascend.ops.causal_conv1d.cp import conv_initial_state
+from fla_ascend.ops.cp.context import check_cp_call
 from fla_ascend.ops.utils.autograd import kernel_backward
 from fla_ascend.ops.utils.index import prepare_chunk_indices
 from fla_ascend.ops.utils.math import sigmoid, silu
-from fla_ascend.ops.utils.validation import check_bools, check_same_device, check_tensor, check_varlen, op_errors
+from fla_ascend.ops.utils.validation import (
+    MAX_CONV_WIDTH, check_bools, check_same_device, check_tensor, check_varlen, op_errors,
+)
 from fla_ascend.tiling import check_int32_offsets, task_plan
 from fla_ascend.tiling.grid import CUDA_MAX_GRID_X, MAX_GRID
 from fla_ascend.tiling.sizes import cdiv, next_pow2
 from fla_ascend.tiling.ub import Tile
 
 ACTIVATIONS = (None, "silu", "swish")
-MAX_W = 16
-"""Largest kernel width accepted: taps are unrolled (``W`` loads forward; in the backward with an
-activation ``W * W`` on the NPU and under the interpreter, ``2 W`` with compiled CUDA's gather
+MAX_W = MAX_CONV_WIDTH
+"""Largest kernel width accepted (16; defined as :data:`fla_ascend.ops.utils.validation.MAX_CONV_WIDTH`,
+which context parallelism checks too): taps are unrolled (``W`` loads forward; in the backward with
+an activation ``W * W`` on the NPU and under the interpreter, ``2 W`` with compiled CUDA's gather
 tile); widths 2 to 4 are the fast case (Qwen3-Next uses 4)."""
 
 
@@ -61,9 +66,9 @@ CUDA_TILES = {"fwd": (32, 128, 4), "bwd": (32, 64, 2)}
 """Off-NPU ``(BT, BD, num_warps)`` of the forward and the backward sequence kernels, from H200
 A/Bs of tiles and warp counts at both conv anchors (``benchmarks/tune_tiles.py --op causal_conv1d``;
 cases.md, causal_conv1d): forward at B1 T32768 D8192 0.638 ms with ``[64, 128]`` 4 warps, 0.556 ms
-with ``[32, 128]`` (per-tap backward, sixth session); the ``tl.gather`` backward (compiled CUDA) at
+with ``[32, 128]`` (per-tap backward, 2026-11-30); the ``tl.gather`` backward (compiled CUDA) at
 fwd+bwd B4 T4096 / B1 T32768 0.654 / 2.347 ms with ``[32, 64]`` 2 warps, against 0.816 / 3.087 for
-``[64, 64]`` 8 warps and 0.891 / 3.325 for ``[32, 64]`` 4 warps (ninth session). ``BT`` of the
+``[64, 64]`` 8 warps and 0.891 / 3.325 for ``[32, 64]`` 4 warps (2026-11-30). ``BT`` of the
 backward must exceed ``MAX_W - 1``: its gather tile advances by ``BT - (W - 1)`` rows, so it computes
 ``W - 1`` rows twice (3 of 32 at W = 4, 15 of 32 at W = 16; the sweep ran at W = 4 only)."""
 
@@ -889,8 +894,6 @@ def causal_conv1d(
     _check_backend(op, backend)
     output_final_state, = check_bools(op, output_final_state=output_final_state)
     if cp_context is not None:
-        from fla_ascend.ops.cp.context import check_cp_call
-
         cu_seqlens = check_cp_call(op, cp_context, x, initial_state, output_final_state)
         cu_seqlens_cpu, chunk_indices = cp_context.cu_seqlens_cpu, None
     if kwargs.get("seq_idx") is not None:
@@ -932,8 +935,6 @@ def causal_conv1d(
     if x.stride(-1) != 1:
         x = x.contiguous()
     if cp_context is not None:
-        from fla_ascend.ops.cp.conv import conv_initial_state
-
         initial_state = conv_initial_state(x, W, cp_context)
     return CausalConv1dFunction.apply(x, weight, bias, residual, initial_state, output_final_state, activation,
                                       cu_seqlens, chunk_indices, cu_seqlens_cpu)

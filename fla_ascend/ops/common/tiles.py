@@ -62,9 +62,9 @@ CUDA_LAUNCH = {
     "bwd_dh": {"num_warps": 4, "num_stages": {128: 3, 256: 2}, "bv": (64, 32)},
     "chunk_o": {"num_warps": 4, "num_stages": 3},
     # dq/dk/dw: 1 stage. Deeper pipelines are faster (2: 1.631 -> 1.475 ms at T32768) and give wrong
-    # results on Hopper with Triton 3.6: at 3, dw at K = V = 256 (second session); at 2, dk 0.064-0.075
+    # results on Hopper with Triton 3.6: at 3, dw at K = V = 256 (2026-11-29); at 2, dk 0.064-0.075
     # at K = V = 100, 0.050 in the fp16 Qwen3-Next varlen case, not deterministic at Qwen3-Next's
-    # shape (eighth session's GPU tier; cases.md)
+    # shape (GPU tier, 2026-11-30; cases.md)
     "dqkwg": {"num_warps": 4, "num_stages": 1},
 }
 """Per-stage CUDA choices: ``num_warps``, ``num_stages``, the ``input_precision`` of the
@@ -75,12 +75,6 @@ pipeline they take; where that does not fit the GPU's shared memory (wide heads,
 :func:`launch_first_fitting` steps down."""
 
 _FIRST_FIT: dict[tuple, tuple[list, int]] = {}
-
-STRICT_STAGES: set[str] = set()
-"""Stages whose launches try only their first candidate. A stage A/B that times one
-configuration (``benchmarks/tune_chunk_stages.py``) puts the varied stage here while it times
-it, so a variant that does not fit is reported as such instead of being timed as another one."""
-
 
 def launch_first_fitting(stage: str, key: tuple, candidates: Sequence, launch: Callable, what: str = ""):
     """Call ``launch(candidate)`` with the first of ``candidates`` whose kernel fits on chip.
@@ -93,8 +87,8 @@ def launch_first_fitting(stage: str, key: tuple, candidates: Sequence, launch: C
     size depends on: device, dtypes, head dims) and candidate list, so later calls start there.
 
     Args:
-        stage: the stage's name (``"fwd_h"``); with the stage in :data:`STRICT_STAGES` only the
-            first candidate is tried.
+        stage: the stage's name (``"fwd_h"``); a stage A/B times one candidate alone with
+            :func:`fla_ascend.bench.tuning.strict_stage`.
         key: hashable cache key.
         candidates: launch configurations, most preferred first (at least one).
         launch: runs the kernel with one candidate.
@@ -110,10 +104,9 @@ def launch_first_fitting(stage: str, key: tuple, candidates: Sequence, launch: C
     """
     if not candidates:
         raise ValueError(f"{stage}: no launch candidates ({what or key})")
-    strict = stage in STRICT_STAGES
     cached = _FIRST_FIT.get((stage, key))  # (candidate list, index that loaded)
-    start = cached[1] if cached and not strict and cached[0] == candidates else 0
-    stop = 1 if strict else len(candidates)
+    start = cached[1] if cached and cached[0] == candidates else 0
+    stop = len(candidates)
     for i in range(start, stop):
         try:
             launch(candidates[i])

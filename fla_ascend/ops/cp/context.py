@@ -22,6 +22,7 @@ import torch
 import torch.distributed as dist
 
 from fla_ascend.ops.cp.comm import comm_device
+from fla_ascend.ops.utils.validation import MAX_CONV_WIDTH as MAX_W, check_cu_seqlens
 
 LAYOUTS = ("contiguous", "zigzag")
 
@@ -207,9 +208,6 @@ def build_cp_context(
             ``T`` below or not divisible by the number of parts (``world`` or ``2 * world``);
             ``conv1d_kernel_size`` outside ``[1, 16]``; ``use_tf32x3_affine_chain=False``.
     """
-    from fla_ascend.ops.causal_conv1d.conv import MAX_W
-    from fla_ascend.ops.utils.validation import check_cu_seqlens
-
     name = "build_cp_context"
     tf32x3 = kwargs.pop("use_tf32x3_affine_chain", True)
     if kwargs:

@@ -20,7 +20,7 @@ from fla_ascend.tiling import check_int32_offsets, task_plan
 from fla_ascend.tiling.sizes import cdiv, next_pow2
 
 MAX_D = 8192
-"""Largest last dimension a row tile holds (issue 4: rows up to D = 8192)."""
+"""Largest last dimension a row tile holds (rows up to D = 8192 are supported)."""
 
 # Elements of one float32 [BM, BD] tile. Live tiles per task: about 3 (x, y / dy, product),
 # each charged twice by Ascend's automatic multibuffer: 3 x 8192 x 4 B x 2 = 192 KiB would be the

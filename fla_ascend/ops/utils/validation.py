@@ -13,6 +13,11 @@ from fla_ascend.ops.utils.index import prepare_chunk_indices
 
 FLOAT_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 
+MAX_CONV_WIDTH = 16
+"""Largest kernel width ``W`` of ``causal_conv1d`` (:data:`fla_ascend.ops.causal_conv1d.conv.MAX_W`
+says why). Defined here, below the ops, because :func:`fla_ascend.ops.cp.build_cp_context` checks
+its ``conv1d_kernel_size`` against it and the context-parallel primitives import no op."""
+
 
 @contextlib.contextmanager
 def op_errors(op: str) -> Iterator[None]:
