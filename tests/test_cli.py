@@ -146,10 +146,10 @@ def test_gpu_shell_scripts_say_so_on_a_cpu_machine(tmp_path):
 
 
 def test_benchmark_scripts_state_their_question():
-    """The A/B and tuning scripts say in their docstring's first line what question they answer."""
+    """The A/B and tuning scripts say in their docstring's first paragraph what question they answer."""
     for path in sorted((ROOT / "benchmarks").glob("*.py")):
         if path.name.startswith(("ab_", "tune_")):
-            first = path.read_text().split('"""')[1].strip().splitlines()[0]
+            first = " ".join(path.read_text().split('"""')[1].strip().split("\n\n")[0].split())
             assert first.endswith("?"), f"{path.name}: {first!r}"
 
 
