@@ -22,11 +22,12 @@ import importlib
 import json
 import os
 import sys
-from pathlib import Path
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
 from fla_ascend import backend  # noqa: E402  (before triton: it decides interpreter mode)
+
+# isort: split
 import torch  # noqa: E402
 
 from fla_ascend.bench import suite, timing  # noqa: E402

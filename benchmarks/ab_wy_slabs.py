@@ -13,6 +13,7 @@ not run there. Exit status 1 when any result is ``WRONG``.
 from __future__ import annotations
 
 import fla_ascend.backend  # noqa: F401  (before triton: it decides interpreter mode)
+
 import torch
 import triton
 

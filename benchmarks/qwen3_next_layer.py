@@ -29,6 +29,7 @@ import sys
 from pathlib import Path
 
 import fla_ascend.backend  # noqa: F401  (first: sets up the backend before transformers imports triton)
+
 import torch
 
 from fla_ascend.ops.utils import rel_rmse

@@ -23,6 +23,7 @@ import time
 
 sys.path.insert(0, os.getcwd())
 import fla_ascend.backend  # noqa: E402  (before triton: it decides interpreter mode)
+
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 from triton.testing import do_bench  # noqa: E402

@@ -34,19 +34,20 @@ import time
 
 sys.path.insert(0, os.getcwd())
 import fla_ascend.backend  # noqa: E402  (before triton: it decides interpreter mode)
+
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 import triton  # noqa: E402
 from triton.testing import do_bench  # noqa: E402
 
 from fla_ascend.bench.tuning import strict_stage  # noqa: E402
+from fla_ascend.cli_common import require_cuda_gpu, split_list  # noqa: E402
 from fla_ascend.ops.common import tiles  # noqa: E402
 from fla_ascend.ops.common.chunk_h import chunk_bwd_dh, chunk_fwd_h  # noqa: E402
 from fla_ascend.ops.common.chunk_o import chunk_bwd_dqkwg, chunk_bwd_dv_local, chunk_fwd_o  # noqa: E402
 from fla_ascend.ops.common.cumsum import chunk_gate_cumsum  # noqa: E402
 from fla_ascend.ops.common.wy import chunk_wy_bwd, chunk_wy_fwd, dv_operand_dtype, wy_bwd_operand_dtype  # noqa: E402
 from fla_ascend.ops.gated_delta_rule.reference import chunk_gated_delta_rule_ref  # noqa: E402
-from fla_ascend.cli_common import require_cuda_gpu, split_list  # noqa: E402
 from fla_ascend.ops.utils import rel_rmse  # noqa: E402
 
 torch.backends.cuda.matmul.allow_tf32 = False

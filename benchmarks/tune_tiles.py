@@ -33,11 +33,12 @@ import os
 import re
 import sys
 from contextlib import contextmanager
-from pathlib import Path
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
 from fla_ascend import backend  # noqa: E402  (before triton: it decides interpreter mode)
+
+# isort: split
 import triton  # noqa: E402
 
 from fla_ascend.bench import report, suite  # noqa: E402

@@ -144,7 +144,7 @@ def triton_flavour() -> str:
     return TRITON_FLAVOUR
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def num_cores(kind: str = "vector") -> int:
     """Physical cores a task-loop kernel spreads over.
 

@@ -12,10 +12,10 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    from fla_ascend.console import make_console
     from rich.table import Table
 
     from fla_ascend import backend
+    from fla_ascend.console import make_console
 
     data = dataclasses.asdict(backend.info())
     if args.json:

@@ -15,8 +15,8 @@ from __future__ import annotations
 import importlib
 import math
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 import torch
 import torch.nn.functional as F

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+
 from fla_ascend.cli_common import check_outputs, plot_suffixes, split_list
 
 
@@ -152,8 +153,8 @@ def _run_layer() -> int:
     from rich.table import Table
 
     from fla_ascend import backend
-    from fla_ascend.console import make_console
     from fla_ascend.bench.layer import bench_layer
+    from fla_ascend.console import make_console
     from fla_ascend.layers import GatedDeltaNet
     from fla_ascend.ops.utils import rel_rmse
 

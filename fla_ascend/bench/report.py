@@ -6,7 +6,6 @@ back with :func:`fla_ascend.bench.suite.read_json`) and never run anything.
 from __future__ import annotations
 
 import textwrap
-
 from pathlib import Path
 
 __all__ = ["table_rows", "print_table", "to_markdown", "write_markdown", "write_plot", "failed"]
@@ -99,8 +98,9 @@ def _meta_line(artifact: dict) -> str:
 def print_table(artifact: dict, console=None, compact: bool = False) -> None:
     """Print the result table (and notes) with rich. ``compact`` drops dtype and tokens/s and
     shortens notes."""
-    from fla_ascend.console import make_console
     from rich.table import Table
+
+    from fla_ascend.console import make_console
 
     if console is None:
         console = make_console()  # logs and pipes get a wide console (fla_ascend.console)

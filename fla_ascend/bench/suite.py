@@ -263,8 +263,9 @@ def run_suite(
     Raises:
         ValueError: unknown op, mode, provider or dtype; bad ``shapes`` text.
     """
-    from fla_ascend.console import make_console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from fla_ascend.console import make_console
 
     pre_notes = []
     if ops:

@@ -13,8 +13,8 @@ from __future__ import annotations
 import statistics
 import time
 import weakref
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import torch
 

@@ -52,7 +52,7 @@ import tempfile
 import threading
 import time
 from dataclasses import asdict, dataclass, field
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 
 __all__ = ["CompileResult", "ModuleFacts", "compile_module", "compiler_path", "compiler_version",
@@ -183,7 +183,7 @@ class CompileResult:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, d: dict) -> "CompileResult":
+    def from_dict(cls, d: dict) -> CompileResult:
         d = dict(d)
         if d.get("facts") is not None:
             d["facts"] = ModuleFacts(**d["facts"])
@@ -216,7 +216,7 @@ def compiler_available(chip: str = "Ascend910B2") -> bool:
     return compiler_path(chip) is not None
 
 
-@lru_cache(maxsize=None)
+@cache
 def compiler_version(path: str) -> str:
     """First line of ``<path> --version`` (part of the cache key)."""
     try:

@@ -292,7 +292,7 @@ def collect(args) -> dict:
 
 
 def calibration_markdown(rows: list, chip: str) -> str:
-    lines = [f"| measurement | measured us | estimated us | estimate / measured | bounds (us) | source |",
+    lines = ["| measurement | measured us | estimated us | estimate / measured | bounds (us) | source |",
              "|---|---|---|---|---|---|"]
     for r in rows:
         est = _fmt(r["estimated_us"]) if r["estimated_us"] is not None else "not compiled: " + "; ".join(r["failed"])[:200]

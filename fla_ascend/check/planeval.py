@@ -75,7 +75,7 @@ class Counts:
     _SCALARS = ("mte2_bytes", "mte3_bytes", "ws_bytes", "vector_bytes", "vector_slow_bytes", "vector_instrs", "scalar_ops",
                 "scalar_loop_iters", "scalar_gm", "syncs", "sync_sets", "flags")
 
-    def add(self, other: "Counts", scale: float = 1.0) -> None:
+    def add(self, other: Counts, scale: float = 1.0) -> None:
         """``self += scale * other`` (unresolved notes are merged, not scaled)."""
         for k in self._SCALARS:
             setattr(self, k, getattr(self, k) + scale * getattr(other, k))
@@ -86,7 +86,7 @@ class Counts:
             if u not in self.unresolved:
                 self.unresolved.append(u)
 
-    def scaled(self, scale: float) -> "Counts":
+    def scaled(self, scale: float) -> Counts:
         out = Counts()
         out.add(self, scale)
         return out

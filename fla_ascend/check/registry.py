@@ -14,14 +14,14 @@ says why the finding is acceptable; keep it short.
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import torch
 
 from fla_ascend.check.runner import Case
-from fla_ascend.ops.common import chunk_h, chunk_o, gva, wy
 from fla_ascend.ops.causal_conv1d import conv
+from fla_ascend.ops.common import chunk_h, chunk_o, gva, wy
 from fla_ascend.ops.gated_delta_rule import fused_recurrent
 from fla_ascend.ops.norm.rms_norm_gated import BWD_TILES as RMS_GATED_BWD_TILES
 from fla_ascend.tiling.ub import Tile

@@ -37,9 +37,10 @@ def _config(r: dict) -> str:
 
 def print_report(data: dict, console=None) -> None:
     """Print ``data`` (the dict :func:`fla_ascend.check.worker.collect` builds) as tables."""
-    from fla_ascend.console import make_console
     from rich.markup import escape
     from rich.table import Table
+
+    from fla_ascend.console import make_console
 
     console = console or make_console(width=220)
     for chip, rows in data["results"].items():

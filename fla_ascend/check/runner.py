@@ -15,8 +15,8 @@ import importlib
 import inspect
 import os
 import pkgutil
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
-from typing import Callable
 
 from fla_ascend.check import irscan, lint
 from fla_ascend.check.compile import ir_fingerprint
@@ -116,8 +116,8 @@ def capture(chip: ChipSpec):
 
     Yields the list that launches are appended to (:class:`Launch`).
     """
-    from triton.runtime.jit import JITFunction
     import torch
+    from triton.runtime.jit import JITFunction
 
     from fla_ascend import backend
 

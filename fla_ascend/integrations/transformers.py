@@ -33,9 +33,8 @@ import importlib
 import importlib.util
 import inspect
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Callable
 
 import torch
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+
 def register(sub) -> None:
     """Add the ``profile`` subcommand (``analyze``, ``compare``, ``op``) to an argparse
     subparsers object."""
@@ -204,9 +205,9 @@ def run_compare(args) -> int:
 
 def run_op(args) -> int:
     """``profile op NAME``: collect on the current device, then print the analysis."""
-    from .collect import NoDeviceError, detect_device, profile_op
-
     from fla_ascend.bench.suite import op_call, resolve_case
+
+    from .collect import NoDeviceError, detect_device, profile_op
 
     mode = "fwdbwd" if args.backward else "fwd"
     try:

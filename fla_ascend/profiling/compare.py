@@ -17,8 +17,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .readers import Run, load_run
 from .plots import plot_compare
+from .readers import Run, load_run
 from .step import communication_mask
 from .text import fmt_cell, geomean_text, key_cols, ratio_text
 

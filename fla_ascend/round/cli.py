@@ -12,7 +12,6 @@ import json
 import os
 import sys
 
-
 from fla_ascend.cli_common import UsageError, check_outputs
 from fla_ascend.cli_common import split_list as _csv
 
@@ -110,8 +109,8 @@ def register(sub) -> None:
 
 
 def run_round(args) -> int:
-    from fla_ascend.round import RoundError, Workspace
     from fla_ascend.bench.report import INTERPRETER_LABEL
+    from fla_ascend.round import RoundError, Workspace
     from fla_ascend.round.compare import ComparisonError, comparison_markdown
     from fla_ascend.round.runner import RunnerError
 

@@ -93,9 +93,9 @@ def _describe(value, constexpr: bool) -> dict:
 def _trace(req: dict) -> dict:
     import inspect
 
-    import torch
+    import fla_ascend.backend  # noqa: F401  (first: it switches the interpreter on before triton loads)
 
-    from fla_ascend import backend  # noqa: F401  (first: it switches the interpreter on before triton loads)
+    import torch
     from triton.runtime.interpreter import InterpretedFunction
 
     launches: dict[str, dict] = {}
@@ -169,8 +169,8 @@ def _trace(req: dict) -> dict:
 
 # ---------------------------------------------------------------------------- compile (child)
 def _compile(req: dict) -> dict:
-    import inspect
     import importlib
+    import inspect
 
     import triton
     from triton.backends.compiler import GPUTarget

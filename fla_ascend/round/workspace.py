@@ -155,7 +155,7 @@ class Workspace:
         suite_pythonpath: list[str] | None = None,
         source_root: str | Path | None = None,
         python: str | None = None,
-    ) -> "Workspace":
+    ) -> Workspace:
         """Record the baseline of ``op`` in a new workspace directory.
 
         Snapshots the op's source files from ``source_root``, runs the suite on that snapshot

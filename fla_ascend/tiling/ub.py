@@ -31,8 +31,9 @@ from __future__ import annotations
 import ast
 import itertools
 import math
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Callable, Iterable, Mapping, Sequence, Union
+from typing import Union
 
 from fla_ascend.tiling.chips import ChipSpec, get_chip
 

@@ -9,8 +9,14 @@ from pathlib import Path
 
 import pytest
 
-from fla_ascend.check.compile import (classify_error, compile_argv, compile_module, compiler_available,
-                                      ir_fingerprint, parse_module)
+from fla_ascend.check.compile import (
+    classify_error,
+    compile_argv,
+    compile_module,
+    compiler_available,
+    ir_fingerprint,
+    parse_module,
+)
 from fla_ascend.tiling.chips import CHIPS
 
 HERE = Path(__file__).parent / "ttadapter"

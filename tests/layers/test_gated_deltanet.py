@@ -3,7 +3,6 @@ references (rel-RMSE ratio <= 0.005)."""
 import pytest
 import torch
 
-from fla_ascend import backend
 from fla_ascend.layers import GatedDeltaNet
 from fla_ascend.ops.utils import rel_rmse
 

@@ -5,12 +5,17 @@ from __future__ import annotations
 
 import pytest
 import torch
-from helpers import make_inputs
 
 from fla_ascend.ops import (
-    causal_conv1d, causal_conv1d_update, chunk_gated_delta_rule, fused_recurrent_gated_delta_rule, l2norm,
+    causal_conv1d,
+    causal_conv1d_update,
+    chunk_gated_delta_rule,
+    fused_recurrent_gated_delta_rule,
+    l2norm,
     rms_norm_gated,
 )
+
+from helpers import make_inputs
 
 
 def _gdn(device):

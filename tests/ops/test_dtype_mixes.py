@@ -19,13 +19,14 @@ import itertools
 import pytest
 import torch
 import torch.nn.functional as F
-from helpers import assert_close
 
 from fla_ascend import backend
 from fla_ascend.ops import causal_conv1d, chunk_gated_delta_rule, fused_recurrent_gated_delta_rule, rms_norm_gated
 from fla_ascend.ops.causal_conv1d.reference import causal_conv1d_ref
 from fla_ascend.ops.gated_delta_rule.reference import naive_recurrent_gated_delta_rule
 from fla_ascend.ops.norm.reference import rms_norm_gated_ref
+
+from helpers import assert_close
 
 DT = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}
 LIMIT = {torch.float32: 1e-4, torch.float16: 5e-3, torch.bfloat16: 2e-2}

@@ -13,12 +13,13 @@ import math
 
 import pytest
 import torch
-from helpers import assert_close, make_inputs, nan_empty  # noqa: F401  (nan_empty is a fixture)
 
 from fla_ascend import backend
 from fla_ascend.ops import chunk_gated_delta_rule, fused_recurrent_gated_delta_rule
 from fla_ascend.ops.common.cumsum import GATE_FLOOR
 from fla_ascend.ops.gated_delta_rule.reference import naive_recurrent_gated_delta_rule
+
+from helpers import assert_close, make_inputs, nan_empty  # noqa: F401  (nan_empty is a fixture)
 
 if not backend.is_interpreter():
     pytest.skip("CPU tier (the GPU tier's bf16 tests cover the same kernels)", allow_module_level=True)

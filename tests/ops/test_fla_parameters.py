@@ -11,15 +11,22 @@ import warnings
 import pytest
 import torch
 import torch.nn.functional as F
-from helpers import assert_close, make_inputs
 
 from fla_ascend import backend
-from fla_ascend.ops import (causal_conv1d, chunk_gated_delta_rule, fused_recurrent_gated_delta_rule, l2norm,
-                            rms_norm, rms_norm_gated)
+from fla_ascend.ops import (
+    causal_conv1d,
+    chunk_gated_delta_rule,
+    fused_recurrent_gated_delta_rule,
+    l2norm,
+    rms_norm,
+    rms_norm_gated,
+)
 from fla_ascend.ops.causal_conv1d.reference import causal_conv1d_ref
 from fla_ascend.ops.gated_delta_rule.reference import naive_recurrent_gated_delta_rule
 from fla_ascend.ops.norm.reference import l2norm_ref, rms_norm_residual_ref
 from fla_ascend.ops.utils import prepare_chunk_indices
+
+from helpers import assert_close, make_inputs
 
 conv_mod = importlib.import_module("fla_ascend.ops.causal_conv1d.conv")
 chunk_mod = importlib.import_module("fla_ascend.ops.gated_delta_rule.chunk")

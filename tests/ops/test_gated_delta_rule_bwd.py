@@ -18,19 +18,18 @@ Qwen3-Next's layer shape.
 from __future__ import annotations
 
 import itertools
-import math
 from dataclasses import dataclass, field
 
 import pytest
 import torch
-from helpers import MAX_RELAX, assert_close, bf16_input_movement, bf16_limits, make_inputs, nan_empty  # noqa: F401  (nan_empty is a fixture)
 
 from fla_ascend import backend
 from fla_ascend.bench.timing import peak_live_bytes
 from fla_ascend.ops import chunk_gated_delta_rule
 from fla_ascend.ops.gated_delta_rule.chunk import CUDA_MIN_BWD_HEAD_DIM, chunk_gated_delta_rule_bwd
 from fla_ascend.ops.gated_delta_rule.reference import chunk_gated_delta_rule_ref, naive_recurrent_gated_delta_rule
-from fla_ascend.ops.utils import rel_rmse
+
+from helpers import MAX_RELAX, assert_close, bf16_input_movement, bf16_limits, make_inputs, nan_empty  # noqa: F401  (nan_empty is a fixture)
 
 RATIO = 8e-3
 """Limit for dq, dk, dv, dh0."""
@@ -570,8 +569,8 @@ def test_forward_stores_wy_inverse_only_when_a_backward_can_follow(device, monke
 
 def test_stored_wy_inverse_is_checked(device):
     """``chunk_wy_fwd`` refuses an ``Ai`` from another chunk size (it would read out of bounds)."""
-    from fla_ascend.ops.common.wy import chunk_wy_fwd
     from fla_ascend.ops.common.cumsum import chunk_gate_cumsum
+    from fla_ascend.ops.common.wy import chunk_wy_fwd
 
     x = make_inputs(1, 64, 1, 1, 16, 16, torch.float32, device)
     g_cum, beta_t = chunk_gate_cumsum(x["g"], x["beta"], 32, 2)

@@ -16,13 +16,14 @@ from dataclasses import dataclass, field
 
 import pytest
 import torch
-from helpers import FEW_FLOOR, MAX_RELAX, assert_close, bf16_limits, make_inputs, nan_empty  # noqa: F401  (nan_empty is a fixture)
 
 from fla_ascend import backend
 from fla_ascend.ops import chunk_gated_delta_rule, fused_recurrent_gated_delta_rule
 from fla_ascend.ops.common import chunk_o
 from fla_ascend.ops.gated_delta_rule.reference import chunk_gated_delta_rule_ref, naive_recurrent_gated_delta_rule
 from fla_ascend.ops.utils import rel_rmse
+
+from helpers import FEW_FLOOR, MAX_RELAX, assert_close, bf16_limits, make_inputs, nan_empty  # noqa: F401  (nan_empty is a fixture)
 
 RATIO = 5e-3
 """Limit of the relative RMSE ratio vs the float32 reference, for every dtype."""

@@ -7,10 +7,11 @@ from __future__ import annotations
 
 import pytest
 import torch
-from helpers import make_inputs
 
 from fla_ascend import backend
 from fla_ascend.ops import chunk_gated_delta_rule, fused_recurrent_gated_delta_rule
+
+from helpers import make_inputs
 
 OPS = [pytest.param(chunk_gated_delta_rule, id="chunk"), pytest.param(fused_recurrent_gated_delta_rule, id="fused")]
 B, T, H, HV, K, V = 2, 16, 2, 4, 32, 24

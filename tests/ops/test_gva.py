@@ -3,11 +3,12 @@ from __future__ import annotations
 
 import pytest
 import torch
-from helpers import nan_empty  # noqa: F401  (a fixture)
 
 from fla_ascend import backend
 from fla_ascend.ops.common import gva
 from fla_ascend.ops.common.gva import gva_group_sum
+
+from helpers import nan_empty  # noqa: F401  (a fixture)
 
 
 def _ref(x, H, dtype):

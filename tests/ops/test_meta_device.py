@@ -10,7 +10,11 @@ from fla_ascend import backend
 from fla_ascend.layers import GatedDeltaNet
 from fla_ascend.modules import ShortConvolution
 from fla_ascend.ops import (
-    causal_conv1d, causal_conv1d_update, chunk_gated_delta_rule, fused_recurrent_gated_delta_rule, l2norm,
+    causal_conv1d,
+    causal_conv1d_update,
+    chunk_gated_delta_rule,
+    fused_recurrent_gated_delta_rule,
+    l2norm,
     rms_norm_gated,
 )
 

@@ -19,14 +19,20 @@ import math
 
 import pytest
 import torch
-from helpers import make_inputs, nan_empty  # noqa: F401  (nan_empty is a fixture)
 
 from fla_ascend import backend
-from fla_ascend.ops import (causal_conv1d, chunk_gated_delta_rule, fused_recurrent_gated_delta_rule, l2norm,
-                            rms_norm_gated)
+from fla_ascend.ops import (
+    causal_conv1d,
+    chunk_gated_delta_rule,
+    fused_recurrent_gated_delta_rule,
+    l2norm,
+    rms_norm_gated,
+)
 from fla_ascend.ops.causal_conv1d.reference import causal_conv1d_ref
 from fla_ascend.ops.gated_delta_rule.reference import naive_recurrent_gated_delta_rule
 from fla_ascend.ops.norm.reference import l2norm_ref, rms_norm_gated_ref
+
+from helpers import make_inputs, nan_empty  # noqa: F401  (nan_empty is a fixture)
 
 if not backend.is_interpreter():
     pytest.skip("CPU tier (float32 inputs, exact masks; the GPU tier runs bf16)", allow_module_level=True)

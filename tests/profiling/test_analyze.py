@@ -1,4 +1,5 @@
 """Bound labels, block dim, AI_CPU, imbalance and the written report on fixture runs."""
+import importlib
 import json
 import math
 import shutil
@@ -8,11 +9,11 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from fla_ascend.profiling import readers as R
+
 import profiling_builders as B
-import importlib
 
 A = importlib.import_module("fla_ascend.profiling.analyze")  # the package re-exports a function of that name
-from fla_ascend.profiling import readers as R
 
 FIXTURE = Path(__file__).parent / "fixtures" / "a2_pipe_utilization"
 

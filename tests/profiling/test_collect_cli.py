@@ -5,10 +5,11 @@ from pathlib import Path
 
 import pytest
 
-import profiling_builders as B
 from fla_ascend import backend
 from fla_ascend.cli import main
 from fla_ascend.profiling import readers as R
+
+import profiling_builders as B
 
 collect = importlib.import_module("fla_ascend.profiling.collect")
 A = importlib.import_module("fla_ascend.profiling.analyze")

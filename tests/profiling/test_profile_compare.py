@@ -1,14 +1,15 @@
 """Compare two fixture runs with known per-kernel ratios, differing step counts and counts."""
+import importlib
 import json
 
 import numpy as np
 import pytest
 
+from fla_ascend.profiling import readers as R
+
 import profiling_builders as B
-import importlib
 
 C = importlib.import_module("fla_ascend.profiling.compare")  # the package re-exports a function of that name
-from fla_ascend.profiling import readers as R
 
 DUR = {op: float(B.pmu_values(op)["Duration(us)"]) for op in B.REAL_ROWS}
 AICPU = 35.2

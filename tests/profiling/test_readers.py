@@ -5,8 +5,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-import profiling_builders as B
 from fla_ascend.profiling import readers as R
+
+import profiling_builders as B
 
 FIXTURE = Path(__file__).parent / "fixtures" / "a2_pipe_utilization"
 

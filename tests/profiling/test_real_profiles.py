@@ -5,18 +5,17 @@ split, against msprof-analyze 26.2.0's 70.1% / 74.7% uncovered communication of 
 The corpus is not copied into the project: these tests skip where it is absent."""
 import collections
 import csv
+import importlib
 import json
 from pathlib import Path
 
 import pytest
 
-import importlib
-
-A = importlib.import_module("fla_ascend.profiling.analyze")
 from fla_ascend.profiling import readers as R
 from fla_ascend.profiling import roofline as RL
 from fla_ascend.profiling.compare import compare
-from fla_ascend.profiling.step import cross_rank, step_split
+
+A = importlib.import_module("fla_ascend.profiling.analyze")
 
 CORPUS = Path(__file__).resolve().parents[2] / ".." / "shared" / "real-profiles"
 pytestmark = pytest.mark.skipif(not CORPUS.is_dir(), reason=f"real-profile corpus not found at {CORPUS} "

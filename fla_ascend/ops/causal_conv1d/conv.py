@@ -35,19 +35,25 @@ an ``arange``, ``s`` a runtime scalar) repeated over unrolled taps; the same bou
 """
 from __future__ import annotations
 
+from fla_ascend.backend import launch_options
+
 import torch
 import triton
 import triton.language as tl
 
 from fla_ascend import backend
-from fla_ascend.backend import launch_options
 from fla_ascend.ops.causal_conv1d.cp import conv_initial_state
 from fla_ascend.ops.cp.context import check_cp_call
 from fla_ascend.ops.utils.autograd import kernel_backward
 from fla_ascend.ops.utils.index import prepare_chunk_indices
 from fla_ascend.ops.utils.math import sigmoid, silu
 from fla_ascend.ops.utils.validation import (
-    MAX_CONV_WIDTH, check_bools, check_same_device, check_tensor, check_varlen, op_errors,
+    MAX_CONV_WIDTH,
+    check_bools,
+    check_same_device,
+    check_tensor,
+    check_varlen,
+    op_errors,
 )
 from fla_ascend.tiling import check_int32_offsets, task_plan
 from fla_ascend.tiling.grid import CUDA_MAX_GRID_X, MAX_GRID

@@ -15,7 +15,6 @@ from fla_ascend.tiling import task_plan
 from fla_ascend.tiling.sizes import cdiv
 from fla_ascend.tiling.ub import Tile
 
-
 # The UB model of the kernels (fla_ascend.tiling.ub): NPU launch plans pick their tile sizes with it,
 # and `fla-ascend check` compares it with bishengir-compile's planned UB (docs/check.md). The counts of
 # float32 buffers are fitted to the compiler's A2 plans (2026-12-01): the Cube + Vector stages'

@@ -8,11 +8,12 @@ measured 10-35x slower by flash-linear-attention) and which coalesces on GPUs to
 """
 from __future__ import annotations
 
+from fla_ascend.backend import launch_options
+
 import torch
 import triton
 import triton.language as tl
 
-from fla_ascend.backend import launch_options
 from fla_ascend.ops.common.chunk_index import chunk_bounds
 from fla_ascend.ops.utils.math import sigmoid
 from fla_ascend.tiling import task_plan

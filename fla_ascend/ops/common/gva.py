@@ -14,11 +14,12 @@ from __future__ import annotations
 
 import operator
 
+from fla_ascend.backend import launch_options
+
 import torch
 import triton
 import triton.language as tl
 
-from fla_ascend.backend import launch_options
 from fla_ascend.tiling import check_int32_offsets, task_plan
 from fla_ascend.tiling.sizes import cdiv, next_pow2
 from fla_ascend.tiling.ub import Tile

@@ -3,7 +3,7 @@
 smallest dot tile extent."""
 from __future__ import annotations
 
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 import torch
 import triton

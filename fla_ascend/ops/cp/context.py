@@ -22,7 +22,8 @@ import torch
 import torch.distributed as dist
 
 from fla_ascend.ops.cp.comm import comm_device
-from fla_ascend.ops.utils.validation import MAX_CONV_WIDTH as MAX_W, check_cu_seqlens
+from fla_ascend.ops.utils.validation import MAX_CONV_WIDTH as MAX_W
+from fla_ascend.ops.utils.validation import check_cu_seqlens
 
 LAYOUTS = ("contiguous", "zigzag")
 

@@ -8,12 +8,13 @@ V-first state layout are constexpr flags, as flash-linear-attention 0.6.0's argu
 """
 from __future__ import annotations
 
+from fla_ascend.backend import launch_options
+
 import torch
 import triton
 import triton.language as tl
 
 from fla_ascend import backend
-from fla_ascend.backend import launch_options
 from fla_ascend.ops.gated_delta_rule.inputs import check_extra_kwargs, validate_inputs
 from fla_ascend.ops.utils import check_bools
 from fla_ascend.tiling import task_plan

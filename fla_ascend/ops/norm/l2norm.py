@@ -8,12 +8,13 @@ per-row ``rstd = 1 / sqrt(sum(x^2) + eps)`` in float32 for the backward:
 """
 from __future__ import annotations
 
+from fla_ascend.backend import launch_options
+
 import torch
 import triton
 import triton.language as tl
 
 from fla_ascend import backend
-from fla_ascend.backend import launch_options
 from fla_ascend.ops.utils.autograd import kernel_backward
 from fla_ascend.ops.utils.validation import FLOAT_DTYPES, check_eps, check_same_device, check_tensor, op_errors
 from fla_ascend.tiling import check_int32_offsets, task_plan

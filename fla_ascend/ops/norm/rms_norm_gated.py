@@ -8,13 +8,14 @@ CUDA the backward takes rows wider than 2048 in column blocks). The backward wri
 """
 from __future__ import annotations
 
+from fla_ascend.backend import launch_options
+
 import torch
 import torch.nn as nn
 import triton
 import triton.language as tl
 
 from fla_ascend import backend
-from fla_ascend.backend import launch_options
 from fla_ascend.ops.norm.l2norm import MAX_D, check_rows, row_block
 from fla_ascend.ops.utils.autograd import kernel_backward
 from fla_ascend.ops.utils.math import sigmoid, silu
