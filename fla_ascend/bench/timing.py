@@ -175,7 +175,7 @@ def copy_bandwidth_gbps(timer: Timer, nbytes: int = 2 ** 30) -> float | None:
     src = torch.empty(nbytes // 2, dtype=torch.bfloat16, device=backend.device()).fill_(1.0)
     dst = torch.empty_like(src)
     ms = timer(lambda: dst.copy_(src))
-    del src, dst
+    src = dst = None  # free the buffers before returning (the lambda's cells hold them)
     return 2 * nbytes / (ms * 1e-3) / 1e9
 
 
@@ -186,5 +186,5 @@ def matmul_tflops(timer: Timer, n: int = 8192) -> float | None:
     a = torch.randn(n, n, device=backend.device(), dtype=torch.bfloat16)
     b = torch.randn(n, n, device=backend.device(), dtype=torch.bfloat16)
     ms = timer(lambda: a @ b)
-    del a, b
+    a = b = None  # free the operands before returning (the lambda's cells hold them)
     return 2 * n ** 3 / (ms * 1e-3) / 1e12

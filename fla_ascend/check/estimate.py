@@ -554,7 +554,7 @@ def estimate_op(op: str, shape_name: str, chip: ChipSpec | str = "Ascend910B2", 
         est = estimate_launch(la, chip, direction)
         if log:
             log(f"  {side:4s} {op} {shape_name} {direction} {est.kernel} grid={est.grid} "
-                f"{'%.1f us (%s)' % (est.time_us, est.bound) if est.ok else est.error[:120]}")
+                f"{f'{est.time_us:.1f} us ({est.bound})' if est.ok else est.error[:120]}")
         out.launches.append(est)
     return out
 

@@ -740,7 +740,7 @@ def evaluate(module: Module, fn: Function, scalars: list, grid: tuple, block: in
     env = {}
     for (name, typ, _a), v in zip(kargs, list(scalars) + g):
         env[name] = (Mem([None], _parse_memref(typ)[1], "gm") if typ.startswith("memref") else v)
-    for name, typ, attrs in fn.args:
+    for name, _typ, attrs in fn.args:
         if "arg_type<workspace>" in attrs:
             env[name] = Mem([None], "i8", "gm", ws=True)
     n_blocks = g[0] * g[1] * g[2]

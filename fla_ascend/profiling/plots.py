@@ -121,9 +121,9 @@ def plot_step_split(table: pd.DataFrame, path) -> Path:
     for col, label, color in _SPLIT:
         v = (t[col].fillna(0).astype(float) * scale).tolist()
         ax.barh(y, v, left=left, color=color, label=label)
-        for yi, l, x, st in zip(y, left, v, t["stage"] * scale):
+        for yi, x0, x, st in zip(y, left, v, t["stage"] * scale):
             if st > 0 and x / st > 0.06:
-                ax.text(l + x / 2, yi, f"{x / st:.0%}", ha="center", va="center", fontsize=8, color="white")
+                ax.text(x0 + x / 2, yi, f"{x / st:.0%}", ha="center", va="center", fontsize=8, color="white")
         left = [a + b for a, b in zip(left, v)]
     ax.set_yticks(y)
     ax.set_yticklabels([f"rank {int(r)}" for r in t["rank"]], fontsize=9)

@@ -33,7 +33,6 @@ import itertools
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Union
 
 from fla_ascend.tiling.chips import ChipSpec, get_chip
 
@@ -124,7 +123,7 @@ class Tile:
         return numel * dtype_bytes(self.dtype)
 
 
-TileSpec = Union[Sequence[Tile], Callable[[Mapping[str, int]], int]]
+TileSpec = Sequence[Tile] | Callable[[Mapping[str, int]], int]
 
 
 @dataclass(frozen=True)
