@@ -103,7 +103,8 @@ def _parse_free_form(text: str) -> dict[str, int]:
         name, value = (s.strip() for s in part.split("=", 1))
         name = name.upper()
         if name not in DIM_ORDER:
-            raise ValueError(f"--shapes: unknown dimension {name!r} in {text!r}; expected one of {', '.join(DIM_ORDER)}")
+            raise ValueError(f"--shapes: unknown dimension {name!r} in {text!r}; "
+                             f"expected one of {', '.join(DIM_ORDER)}")
         if name in shape:
             raise ValueError(f"--shapes: dimension {name!r} given twice in {text!r}")
         if not re.fullmatch(r"[0-9]+", value):
@@ -146,11 +147,11 @@ def parse_shapes(spec: str | list[str] | None) -> list[tuple[str, dict[str, int]
     Args:
         spec: ``None`` (each op's defaults; returns ``[]``), or names / free-form shapes / shape
             keys (``B1-T4096-H16-HV32-K128-V128``, as the result tables print them) separated
-            by ``;`` or ``,`` (see :func:`split_shapes`) or given as a list. A name is a key of :data:`NAMED_SHAPES` or a group of
-            :data:`SHAPE_GROUPS` (``anchors``, ``gdn-anchors``, ``decode-anchors``,
-            ``conv-anchors``, ``fla-defaults``, ``all``); free form is ``B=1,T=4096,H=16,HV=32,K=128,V=128``
-            (dims from :data:`DIM_ORDER`; ``HV`` defaults to ``H``, ``V`` to ``K``, and ``D`` alone
-            means ``K = V = D`` for the gated delta rule ops).
+            by ``;`` or ``,`` (see :func:`split_shapes`) or given as a list. A name is a key of
+            :data:`NAMED_SHAPES` or a group of :data:`SHAPE_GROUPS` (``anchors``, ``gdn-anchors``,
+            ``decode-anchors``, ``conv-anchors``, ``fla-defaults``, ``all``); free form is
+            ``B=1,T=4096,H=16,HV=32,K=128,V=128`` (dims from :data:`DIM_ORDER`; ``HV`` defaults to
+            ``H``, ``V`` to ``K``, and ``D`` alone means ``K = V = D`` for the gated delta rule ops).
 
     Returns:
         ``[(label, shape), ...]`` in the given order, duplicates removed; ``label`` is the name
@@ -444,7 +445,8 @@ def _available(ours: tuple[str, str], theirs: tuple[str, str] | None):
     return available
 
 
-_gdn_available = _available(("fla_ascend.ops", "chunk_gated_delta_rule"), ("fla.ops.gated_delta_rule", "chunk_gated_delta_rule"))
+_gdn_available = _available(("fla_ascend.ops", "chunk_gated_delta_rule"),
+                            ("fla.ops.gated_delta_rule", "chunk_gated_delta_rule"))
 
 
 OPS: dict[str, OpSpec] = {}
@@ -560,7 +562,8 @@ register(OpSpec(
     },
     bytes_moved=_conv_bytes,
     flops=_conv_flops,
-    available=_available(("fla_ascend.ops.causal_conv1d", "causal_conv1d"), ("fla.modules.causal_conv1d", "causal_conv1d")),
+    available=_available(("fla_ascend.ops.causal_conv1d", "causal_conv1d"),
+                         ("fla.modules.causal_conv1d", "causal_conv1d")),
 ))
 
 
@@ -655,5 +658,6 @@ register(OpSpec(
     },
     bytes_moved=_rowwise_bytes(3, 5, ("B", "T", "HV", "V")),  # x, g in, y out; bwd: x, g, dy in, dx, dg out
     flops=lambda shape, mode: 10 * math.prod(shape[d] for d in ("B", "T", "HV", "V")) * (3 if mode == "fwdbwd" else 1),
-    available=_available(("fla_ascend.ops.norm", "rms_norm_gated"), ("fla.modules.norm.fused_norm_gate", "rms_norm_gated")),
+    available=_available(("fla_ascend.ops.norm", "rms_norm_gated"),
+                         ("fla.modules.norm.fused_norm_gate", "rms_norm_gated")),
 ))

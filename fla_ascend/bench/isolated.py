@@ -200,7 +200,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--peaks", default=None, help=argparse.SUPPRESS)
     p.add_argument("--out", default=os.environ.get("OUT", "out"), help="output folder (default $OUT or ./out)")
     p.add_argument("--ops", default=None, help="op names, commas or semicolons between them (default: all that import)")
-    p.add_argument("--shapes", default="all", help="as fla-ascend bench --shapes (default: all = anchors + fla defaults)")
+    p.add_argument("--shapes", default="all",
+                   help="as fla-ascend bench --shapes (default: all = anchors + fla defaults)")
     p.add_argument("--modes", default="fwd,fwdbwd")
     p.add_argument("--providers", default=None, help="default: fla_ascend,torch_ref and fla when it imports")
     p.add_argument("--dtype", default=None)

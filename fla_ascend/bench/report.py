@@ -65,8 +65,8 @@ def table_rows(artifact: dict) -> tuple[list[str], list[list[str]]]:
         gate = _status(r) + ("" if ratio is None else f" {ratio:.1e}")
         cells = [
             r["op"], r["shape"], r["mode"], r["dtype"].replace("bfloat16", "bf16").replace("float", "fp"),
-            r["provider"], gate, _num(r["ms"], ".3f"), _num(r.get("peak_mem_mb"), ".0f"), _num(r["tokens_per_s"], ".3g"),
-            _num(r["gbps"], ".4g"), _num(r["tflops"], ".4g"),
+            r["provider"], gate, _num(r["ms"], ".3f"), _num(r.get("peak_mem_mb"), ".0f"),
+            _num(r["tokens_per_s"], ".3g"), _num(r["gbps"], ".4g"), _num(r["tflops"], ".4g"),
         ]
         if bw:
             cells.append("-" if r["gbps"] is None else f"{100 * r['gbps'] / bw:.0f}%")
@@ -143,8 +143,9 @@ def write_plot(artifact: dict, path: str | Path) -> Path:
     """One PNG: per (op, mode), the median time of each provider per shape; below it, only when
     the run measured the copy bandwidth and matmul peak (GPU/NPU), the achieved fraction of each.
     Up to three (op, mode) groups per row. One y scale, shared, for all time panels of the figure
-    (log when the times of the whole figure span more than 10x, else linear from zero); the figure title names what the numbers are and, on
-    the CPU, that they are interpreter timings. Untimed cases are absent. Returns the path.
+    (log when the times of the whole figure span more than 10x, else linear from zero); the figure
+    title names what the numbers are and, on the CPU, that they are interpreter timings. Untimed
+    cases are absent. Returns the path.
     """
     import matplotlib
 

@@ -29,8 +29,8 @@ from fla_ascend.bench import cases as C
 from fla_ascend.bench import timing
 from fla_ascend.ops.utils import rel_rmse
 
-__all__ = ["SCHEMA", "MODES", "PROVIDERS", "DTYPES", "run_suite", "write_json", "read_json", "parse_dtype", "plan_cases",
-           "make_call", "resolve_case", "op_call"]
+__all__ = ["SCHEMA", "MODES", "PROVIDERS", "DTYPES", "run_suite", "write_json", "read_json", "parse_dtype",
+           "plan_cases", "make_call", "resolve_case", "op_call"]
 
 SCHEMA = "fla-ascend-bench/1"
 MODES = ("fwd", "fwdbwd")
@@ -83,7 +83,8 @@ def plan_cases(ops, shapes, modes, full_size=False, quick=False):
 
     On CPU (no accelerator) shapes are clamped with :func:`cases.scale_for_cpu` unless
     ``full_size``; an explicitly given shape that is scaled gets a note saying from what to
-    what (the default shapes are scaled silently: the table caption says so). Raises ValueError as :func:`cases.parse_shapes`."""
+    what (the default shapes are scaled silently: the table caption says so). Raises ValueError as
+    :func:`cases.parse_shapes`."""
     parsed = C.parse_shapes(shapes)
     scale = backend.device_type() == "cpu" and not full_size
     plan, notes, seen = [], [], set()
@@ -531,5 +532,6 @@ def read_json(path: str | Path) -> dict:
     """
     data = json.loads(Path(path).read_text())
     if not isinstance(data, dict) or data.get("schema") != SCHEMA:
-        raise ValueError(f"{path}: not a {SCHEMA} artifact (schema={data.get('schema') if isinstance(data, dict) else None!r})")
+        raise ValueError(f"{path}: not a {SCHEMA} artifact "
+                         f"(schema={data.get('schema') if isinstance(data, dict) else None!r})")
     return data

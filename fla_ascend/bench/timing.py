@@ -20,7 +20,8 @@ import torch
 
 from fla_ascend import backend
 
-__all__ = ["Timer", "make_timer", "measure_peak_memory_mb", "peak_live_bytes", "copy_bandwidth_gbps", "matmul_tflops", "synchronize"]
+__all__ = ["Timer", "make_timer", "measure_peak_memory_mb", "peak_live_bytes", "copy_bandwidth_gbps", "matmul_tflops",
+           "synchronize"]
 
 
 def synchronize() -> None:
@@ -150,7 +151,8 @@ def peak_live_bytes(fn: Callable[[], object]) -> int:
             out = func(*args, **(kwargs or {}))
             for ptr in [p for p, (_, refs) in self.live.items() if all(r() is None for r in refs)]:
                 del self.live[ptr]
-            seen = {x.untyped_storage().data_ptr() for x in tree_flatten((args, kwargs))[0] if isinstance(x, torch.Tensor)}
+            seen = {x.untyped_storage().data_ptr() for x in tree_flatten((args, kwargs))[0]
+                    if isinstance(x, torch.Tensor)}
             for t in tree_flatten(out)[0]:
                 if isinstance(t, torch.Tensor):
                     st = t.untyped_storage()

@@ -1,4 +1,5 @@
-"""``fla-ascend check``: the static NPU readiness check (lowering, bishengir-compile, IR and plan facts, source lint)."""
+"""``fla-ascend check``: the static NPU readiness check (lowering, bishengir-compile, IR and plan
+facts, source lint)."""
 from __future__ import annotations
 
 import os

@@ -237,7 +237,9 @@ def _stub_dir() -> str:
         for name in ("hivmc", "hivmc-a5"):
             p = os.path.join(d, name)
             with open(p, "w") as f:
-                f.write("#!/bin/sh\n# stand-in for CANN's hivmc (not on PyPI): the module it gets is already planned\nexit 0\n")
+                f.write("#!/bin/sh\n"
+                        "# stand-in for CANN's hivmc (not on PyPI): the module it gets is already planned\n"
+                        "exit 0\n")
             os.chmod(p, 0o755)
         atexit.register(shutil.rmtree, d, True)
         _STUB_DIR = d

@@ -144,8 +144,10 @@ def summary_markdown(reports: list) -> str:
             ws = (f"{worst['stage']} ({worst['ours_us']:.0f} vs {_fmt(worst.get('fla_us'), 0)}, {worst['ours_bound']})"
                   if worst else "-")
             nf = sum(len(r.get("fla_failed", [])) for r in case["rows"])
-            lines.append(f"| {case['op']} | {case['shape']} | {_fmt(fwd.get('ours_us'), 0)} | {_fmt(fwd.get('fla_us'), 0)} "
-                         f"| {_fmt(tot.get('ours_us'), 0)} | {_fmt(tot.get('fla_us'), 0)} | {_fmt(tot.get('ratio'), 2)} "
+            lines.append(f"| {case['op']} | {case['shape']} | {_fmt(fwd.get('ours_us'), 0)} "
+                         f"| {_fmt(fwd.get('fla_us'), 0)} "
+                         f"| {_fmt(tot.get('ours_us'), 0)} | {_fmt(tot.get('fla_us'), 0)} "
+                         f"| {_fmt(tot.get('ratio'), 2)} "
                          f"| {ws} | {nf or '-'} |")
     return "\n".join(lines) + "\n"
 
@@ -229,7 +231,8 @@ def _parse_shape(op: str, spec: str) -> list:
             try:
                 base[k.strip()] = int(v)
             except ValueError:
-                raise ValueError(f"--shape {k.strip()}: expected a positive integer (KEY=VALUE,...), got {v!r}") from None
+                raise ValueError(f"--shape {k.strip()}: expected a positive integer (KEY=VALUE,...), "
+                                 f"got {v!r}") from None
             if base[k.strip()] < 1:
                 raise ValueError(f"--shape {k.strip()}: expected a positive integer, got {v!r}")
         return [("-".join(f"{k}{v}" for k, v in base.items()), base)]
@@ -295,9 +298,11 @@ def calibration_markdown(rows: list, chip: str) -> str:
     lines = ["| measurement | measured us | estimated us | estimate / measured | bounds (us) | source |",
              "|---|---|---|---|---|---|"]
     for r in rows:
-        est = _fmt(r["estimated_us"]) if r["estimated_us"] is not None else "not compiled: " + "; ".join(r["failed"])[:200]
+        est = (_fmt(r["estimated_us"]) if r["estimated_us"] is not None
+               else "not compiled: " + "; ".join(r["failed"])[:200])
         lines.append(f"| {r['name']} | {r['measured_us']:.0f} | {est} | {_fmt(r['ratio'], 2)} | "
-                     f"{', '.join(f'{k} {v}' for k, v in r['bounds'].items())} | [{r['chip']} case notes]({r['source']}): "
+                     f"{', '.join(f'{k} {v}' for k, v in r['bounds'].items())} | "
+                     f"[{r['chip']} case notes]({r['source']}): "
                      f"{r['note']} |")
     return "\n".join(lines) + "\n"
 

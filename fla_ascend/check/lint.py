@@ -83,7 +83,8 @@ def _stored(node) -> set[str]:
 
 def _is_task_loop(loop: ast.For) -> bool:
     it = loop.iter
-    return isinstance(it, ast.Call) and (_is_call(it, "range") or (isinstance(it.func, ast.Name) and it.func.id == "range")) \
+    return isinstance(it, ast.Call) \
+        and (_is_call(it, "range") or (isinstance(it.func, ast.Name) and it.func.id == "range")) \
         and it.args and any(_is_call(n, "program_id") for n in ast.walk(it.args[0]))
 
 
@@ -102,7 +103,8 @@ def _lint_jit_function(fn: ast.FunctionDef, file: str) -> list[Finding]:
     # in-place pointer advance inside a task loop
     for loop in [n for n in ast.walk(fn) if isinstance(n, ast.For) and _is_task_loop(n)]:
         before = {a.arg for a in fn.args.args} | {n.id for s in fn.body if _pos(s) < _pos(loop)
-                                                    for n in ast.walk(s) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+                                                    for n in ast.walk(s)
+                                                    if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
         for n in ast.walk(loop):
             tgt = None
             if isinstance(n, ast.AugAssign) and isinstance(n.target, ast.Name):

@@ -72,8 +72,8 @@ class Counts:
     calls: dict = field(default_factory=dict)
     unresolved: list = field(default_factory=list)
 
-    _SCALARS = ("mte2_bytes", "mte3_bytes", "ws_bytes", "vector_bytes", "vector_slow_bytes", "vector_instrs", "scalar_ops",
-                "scalar_loop_iters", "scalar_gm", "syncs", "sync_sets", "flags")
+    _SCALARS = ("mte2_bytes", "mte3_bytes", "ws_bytes", "vector_bytes", "vector_slow_bytes", "vector_instrs",
+                "scalar_ops", "scalar_loop_iters", "scalar_gm", "syncs", "sync_sets", "flags")
 
     def add(self, other: Counts, scale: float = 1.0) -> None:
         """``self += scale * other`` (unresolved notes are merged, not scaled)."""
@@ -388,7 +388,8 @@ _INT_BIN = {
     "arith.divsi": lambda a, b: int(a / b) if b else None, "arith.divui": lambda a, b: a // b if b else None,
     "arith.remsi": lambda a, b: int(__import__("math").fmod(a, b)) if b else None,
     "arith.remui": lambda a, b: a % b if b else None,
-    "arith.ceildivsi": lambda a, b: -((-a) // b) if b else None, "arith.ceildivui": lambda a, b: -((-a) // b) if b else None,
+    "arith.ceildivsi": lambda a, b: -((-a) // b) if b else None,
+    "arith.ceildivui": lambda a, b: -((-a) // b) if b else None,
     "arith.floordivsi": lambda a, b: a // b if b else None,
     "arith.minsi": min, "arith.maxsi": max, "arith.minui": min, "arith.maxui": max,
     "arith.andi": lambda a, b: int(a) & int(b), "arith.ori": lambda a, b: int(a) | int(b),
@@ -671,7 +672,8 @@ class _Walker:
             self.env[x] = self._mem_from_type(t) if t.startswith("memref") else None
 
     def for_op(self, op: Op, c: Counts) -> None:
-        m = re.search(r"scf\.for\s+(%[\w.-]+)\s*=\s*(%[\w.#-]+|-?\d+)\s+to\s+(%[\w.#-]+|-?\d+)\s+step\s+(%[\w.#-]+|-?\d+)",
+        m = re.search(r"scf\.for\s+(%[\w.-]+)\s*=\s*(%[\w.#-]+|-?\d+)\s+to\s+"
+                      r"(%[\w.#-]+|-?\d+)\s+step\s+(%[\w.#-]+|-?\d+)",
                       op.text)
         iv, lo, hi, st = m.group(1), *[int(x) if re.fullmatch(r"-?\d+", x) else self.val(x) for x in m.groups()[1:]]
         inits = []

@@ -82,8 +82,8 @@ def _recurrent(K=128, V=128, varlen=False, l2norm=True, fla_flags=False):
                          allow_neg_eigval=True, state_v_first=True)
             beta = torch.randn(B, T, HV, V, dtype=DTYPE)
             h0 = h0.transpose(-1, -2).contiguous()
-        fused_recurrent_gated_delta_rule(q, k, v, g=g, beta=beta, initial_state=h0, output_final_state=True, cu_seqlens=cu,
-                                         use_qk_l2norm_in_kernel=l2norm, **extra)
+        fused_recurrent_gated_delta_rule(q, k, v, g=g, beta=beta, initial_state=h0, output_final_state=True,
+                                         cu_seqlens=cu, use_qk_l2norm_in_kernel=l2norm, **extra)
     return run
 
 
@@ -202,8 +202,10 @@ def _chain(K=128, V=128, transpose=False):
 CHAIN_SCENARIOS = {"K128-V128": _chain(), "K128-V128-transposed": _chain(transpose=True),
                    "K256-V256": _chain(256, 256)}
 
-OP_OF_SCENARIOS = {id(CHUNK_SCENARIOS): "chunk_gated_delta_rule", id(RECURRENT_SCENARIOS): "fused_recurrent_gated_delta_rule",
-                   id(RMS_SCENARIOS): "rms_norm_gated", id(NORM_SCENARIOS): "l2norm", id(CONV_SCENARIOS): "causal_conv1d",
+OP_OF_SCENARIOS = {id(CHUNK_SCENARIOS): "chunk_gated_delta_rule",
+                   id(RECURRENT_SCENARIOS): "fused_recurrent_gated_delta_rule",
+                   id(RMS_SCENARIOS): "rms_norm_gated", id(NORM_SCENARIOS): "l2norm",
+                   id(CONV_SCENARIOS): "causal_conv1d",
                    id(CONV_STATE_SCENARIOS): "causal_conv1d", id(CONV_UPDATE_SCENARIOS): "causal_conv1d_update",
                    id(CHAIN_SCENARIOS): "cp"}
 """Representative scenario dict -> the public op its scenarios call (``fla-ascend check --ops``; the
@@ -234,7 +236,8 @@ KERNELS: dict[str, KernelInfo] = {
     _M + "common.wy.chunk_wy_fwd_kernel": KernelInfo(
         "cube", CHUNK_SCENARIOS,
         tiles=wy.WY_FWD_TILES,
-        sizes=lambda s: {**{k: v for k, v in s.items() if not isinstance(v, str)}, "AI_LOAD": int(s["AI_MODE"] == "load")}),
+        sizes=lambda s: {**{k: v for k, v in s.items() if not isinstance(v, str)},
+                         "AI_LOAD": int(s["AI_MODE"] == "load")}),
     _M + "common.chunk_h.chunk_fwd_h_kernel": KernelInfo(
         "cube", CHUNK_SCENARIOS,
         tiles=chunk_h.FWD_H_TILES),

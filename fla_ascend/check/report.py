@@ -71,8 +71,8 @@ def print_report(data: dict, console=None) -> None:
         for col in ("where", "function", "code", "message"):
             t.add_column(col, overflow="fold")
         for f in data["lint"]:
-            t.add_row(f"{f['file']}:{f['line']}", f["function"], f["code"] + (" (accepted)" if f.get("accepted") else ""),
-                      escape(f["message"]))
+            t.add_row(f"{f['file']}:{f['line']}", f["function"],
+                      f["code"] + (" (accepted)" if f.get("accepted") else ""), escape(f["message"]))
         console.print(t)
     for k in data["missing"]:
         console.print(f"[red]kernel without registry entry[/red]: {k}")
@@ -85,8 +85,8 @@ def print_report(data: dict, console=None) -> None:
         for line in data["failures"]:
             console.print(f"  - {line}", markup=False)
     else:
-        console.print(f"[bold green]PASS[/bold green]: {data['n_cases']} kernel launches on {', '.join(data['results'])} "
-                      f"in {data['seconds']:.1f} s")
+        console.print(f"[bold green]PASS[/bold green]: {data['n_cases']} kernel launches on "
+                      f"{', '.join(data['results'])} in {data['seconds']:.1f} s")
 
 
 def selection_text(selection: dict) -> str:
@@ -108,8 +108,8 @@ def kernel_summary(data: dict) -> dict:
     """Per chip and kernel, the compiled facts over its launches: ``{chip: [row, ...]}`` with
     ``kernel``, ``launches``, ``compiled``, ``core`` (core types seen), ``ub``/``l1``/``l0c`` (largest
     planned bytes), ``ub_share`` (largest share of the chip's UB), ``syncs`` (largest intra-core and
-    cross-core counts), ``compile_cpu_s`` / ``compile_wall_s`` (largest compile CPU and wall seconds), ``model_vs_plan`` (min, max)
-    and ``errors`` (the distinct compiler error classes)."""
+    cross-core counts), ``compile_cpu_s`` / ``compile_wall_s`` (largest compile CPU and wall seconds),
+    ``model_vs_plan`` (min, max) and ``errors`` (the distinct compiler error classes)."""
     out = {}
     for chip, rows in data["results"].items():
         by: dict = {}
@@ -144,14 +144,17 @@ def write_markdown(data: dict, path: str) -> None:
     for chip, table in kernel_summary(data).items():
         ub = data["chips"][chip]["ub_bytes"]
         lines += [f"{chip} (UB {ub} B):", "",
-                  "| kernel | launches compiled | core | planned UB B (max, % of UB) | L1 B | L0C B | syncs intra/cross (max) "
+                  "| kernel | launches compiled | core | planned UB B (max, % of UB) | L1 B | L0C B "
+                  "| syncs intra/cross (max) "
                   "| compile s, CPU (wall), max | UB model / plan | compiler errors |",
                   "|---|---|---|---|---|---|---|---|---|---|"]
         for t in table:
             mvp = f"{t['model_vs_plan'][0]:.2f}-{t['model_vs_plan'][1]:.2f}" if t["model_vs_plan"] else "-"
             lines.append(f"| {t['kernel']} | {t['compiled']} of {t['launches']} | {t['core']} | "
-                         f"{t['ub']} ({t['ub_share']:.0%}) | {t['l1']} | {t['l0c']} | {t['syncs'][0]}/{t['syncs'][1]} | "
-                         f"{t['compile_cpu_s']:.1f} ({t['compile_wall_s']:.1f}) | {mvp} | {', '.join(t['errors']) or '-'} |")
+                         f"{t['ub']} ({t['ub_share']:.0%}) | {t['l1']} | {t['l0c']} | "
+                         f"{t['syncs'][0]}/{t['syncs'][1]} | "
+                         f"{t['compile_cpu_s']:.1f} ({t['compile_wall_s']:.1f}) | {mvp} | "
+                         f"{', '.join(t['errors']) or '-'} |")
         lines.append("")
     with open(path, "w", encoding="utf-8") as f:
         f.write("\n".join(lines))

@@ -95,7 +95,8 @@ def select_cases(cases: list[Case], kernels: list[str] | None = None, ops: list[
         chosen |= hits
     for name in ops or []:
         if name not in known_ops:
-            raise ValueError(f"--ops: unknown op {name!r}; known ops: {', '.join(known_ops) or '(the registry names none)'}")
+            raise ValueError(f"--ops: unknown op {name!r}; "
+                             f"known ops: {', '.join(known_ops) or '(the registry names none)'}")
         chosen |= {c.kernel for c in cases if c.op == name}
     return [c for c in cases if c.kernel in chosen]
 
@@ -188,11 +189,13 @@ class CaseResult:
     """Everything reported for one kernel launch (one specialisation) and chip.
 
     Lowering fields: ``lowered``, ``stage``/``error`` of a failed lowering, ``mix_mode``,
-    ``ttadapter_sha256`` (of the lowered text without source locations: ``compile.ir_fingerprint``), ``options`` (the launch's compile options).
+    ``ttadapter_sha256`` (of the lowered text without source locations: ``compile.ir_fingerprint``),
+    ``options`` (the launch's compile options).
     Compile fields (filled by :mod:`fla_ascend.check.compiled`; ``compiled`` is None when the
     compiler was not run): ``core_type``, ``planned`` (bytes per space ``ub``/``l1``/``l0c``),
     ``share`` (of the chip's capacity), ``multibuffered``, ``intra_core_syncs``,
-    ``cross_core_syncs``, ``compile_seconds`` (wall) and ``compile_cpu_seconds``, ``compile_error_class`` and ``compile_message``.
+    ``cross_core_syncs``, ``compile_seconds`` (wall) and ``compile_cpu_seconds``, ``compile_error_class``
+    and ``compile_message``.
     ``model_bytes`` is the UB model's charged bytes (:func:`fla_ascend.tiling.ub.predict`) and
     ``model_vs_plan`` its ratio to the planned UB. ``configs`` lists every scenario that gave this
     same specialisation (merged rows).
@@ -312,11 +315,13 @@ def _evaluate(case: Case, launch: Launch, chip: ChipSpec) -> CaseResult:
     for w in facts.discrete_loops:
         r.findings.append(_finding("gather_loop", "scalar gather/scatter loop (DiscreteMemAccess)", where=w))
     for s in {(x.arg, x.sizes, x.strides, x.where): x for x in facts.strided}.values():
-        r.findings.append(_finding("strided_dma", f"DMA on {s.arg} with innermost stride {s.strides.split(',')[-1].strip()} "
+        r.findings.append(_finding("strided_dma",
+                                   f"DMA on {s.arg} with innermost stride {s.strides.split(',')[-1].strip()} "
                                    f"(sizes [{s.sizes}], strides [{s.strides}])", where=s.where))
     if facts.int_compares:
         r.findings.append(_finding("vector_int_compare", f"{len(facts.int_compares)} integer compare(s) on vectors "
-                                   f"(scalar fallback on A2/A3)", "info", ", ".join(sorted(set(facts.int_compares))[:4])))
+                                   f"(scalar fallback on A2/A3)", "info",
+                                   ", ".join(sorted(set(facts.int_compares))[:4])))
     if facts.i64_adds:
         r.findings.append(_finding("vector_i64_add", f"{len(facts.i64_adds)} int64 add(s) on vectors", "info",
                                    ", ".join(sorted(set(facts.i64_adds))[:4])))
@@ -415,7 +420,8 @@ def apply_allowlist(results: list[CaseResult], lint_findings: list[dict], allow:
                 f["accepted"] = reason
 
 
-def failures(results: list[CaseResult], lint_findings: list[dict], missing: list[str], import_errors: list) -> list[str]:
+def failures(results: list[CaseResult], lint_findings: list[dict], missing: list[str],
+             import_errors: list) -> list[str]:
     """Lines explaining why the check fails (empty: it passes)."""
     out = [f"import failed: {m}: {e}" for m, e in import_errors]
     out += [f"kernel without registry entry: {k}" for k in missing]

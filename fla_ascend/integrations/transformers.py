@@ -149,7 +149,8 @@ def conv1d_update(
             raise NotImplementedError(f"causal_conv1d_update: {name} is not implemented by fla-ascend; pass None")
     if conv_state.dim() == 3 and conv_state.shape[-1] != weight.shape[-1]:
         raise NotImplementedError(f"causal_conv1d_update: a conv_state of width {conv_state.shape[-1]} with a "
-                                  f"kernel of width W={weight.shape[-1]} is not implemented; fla-ascend keeps W columns")
+                                  f"kernel of width W={weight.shape[-1]} is not implemented; "
+                                  "fla-ascend keeps W columns")
     if x.dim() == 2:
         return causal_conv1d_update(x, conv_state, None, weight, bias, activation)[0]
     steps = [causal_conv1d_update(x[..., t], conv_state, None, weight, bias, activation)[0]

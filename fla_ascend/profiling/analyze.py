@@ -202,7 +202,8 @@ def classify_bound(row, core: str | None = None, thresholds: Thresholds = Thresh
                         "cube rule: " + ("; ".join(hits) or "no threshold reached"))
     if split and core in VECTOR_CORES and all(k in r for k in ("vec", "MTE2(vector)", "MTE3")):
         vec, mte2, mte3 = r["vec"], r["MTE2(vector)"], r["MTE3"]
-        hits = [f"vec+MTE2+MTE3 {vec + mte2 + mte3:.3g} >= {t.vector_total:g}"] if vec + mte2 + mte3 >= t.vector_total else []
+        hits = ([f"vec+MTE2+MTE3 {vec + mte2 + mte3:.3g} >= {t.vector_total:g}"]
+                if vec + mte2 + mte3 >= t.vector_total else [])
         hits += [f"{n} {v:.3g} >= {t.vector_single:g}" for n, v in (("MTE2", mte2), ("MTE3", mte3), ("vec", vec))
                  if v >= t.vector_single]
         other = _busiest(r, exclude=("vec", "MTE2(vector)", "MTE3"), vector_side=True)
@@ -327,7 +328,8 @@ def _busiest(r: dict, exclude, vector_side):
 
 def _prep(kernels: pd.DataFrame, cols) -> pd.DataFrame:
     if not isinstance(kernels, pd.DataFrame):
-        raise TypeError(f"kernels: expected a pandas DataFrame (readers.read_kernel_details), got {type(kernels).__name__}")
+        raise TypeError("kernels: expected a pandas DataFrame (readers.read_kernel_details), "
+                        f"got {type(kernels).__name__}")
     missing = [c for c in list(cols) + ["duration_us"] if c not in kernels.columns]
     if missing:
         raise ValueError(f"kernels: missing columns {missing}; expected the normalised kernel table")
@@ -489,7 +491,8 @@ def block_imbalance(op: MsprofOpRun, thresholds: Thresholds = Thresholds()) -> p
             spread = (mx - mn) / mx if mx > 0 else 0.0
             rows.append({"metric_file": name, "unit": unit, "blocks": len(sel), "min_us": mn,
                          "mean_us": float(t.mean()), "max_us": mx, "spread": spread,
-                         "slowest": f"{sel['block_id'].iloc[i]}/{sel['sub_block_id'].iloc[i] if 'sub_block_id' in sel else ''}",
+                         "slowest": f"{sel['block_id'].iloc[i]}/"
+                                    f"{sel['sub_block_id'].iloc[i] if 'sub_block_id' in sel else ''}",
                          "flagged": spread > thresholds.imbalance})
     return pd.DataFrame(rows, columns=["metric_file", "unit", "blocks", "min_us", "mean_us", "max_us", "spread",
                                        "slowest", "flagged"])
@@ -598,7 +601,8 @@ class Report:
         if not self.aicpu.empty:
             lines += [f"{sub} AI_CPU tasks", "", md_table(self.aicpu, list(self.aicpu.columns)), ""]
         if not self.imbalance.empty:
-            lines += [f"{sub} Per-block load (msprof op)", "", md_table(self.imbalance, list(self.imbalance.columns)), ""]
+            lines += [f"{sub} Per-block load (msprof op)", "",
+                      md_table(self.imbalance, list(self.imbalance.columns)), ""]
         if self.issues:
             lines += [f"{sub} Malformed rows skipped ({len(self.issues)})", ""] + [f"- {i}" for i in self.issues] + [""]
         return "\n".join(lines).rstrip("\n") + "\n"
@@ -721,7 +725,8 @@ def analyze(run, *, top: int = 10, by="type", msprof_op: MsprofOpRun | None = No
     if note:
         warnings.append(note)
     if run.issues:
-        warnings.append(f"{len(run.issues)} malformed row(s) skipped (listed at the end); pass --strict to stop on them")
+        warnings.append(f"{len(run.issues)} malformed row(s) skipped (listed at the end); "
+                        "pass --strict to stop on them")
     if chip_note and (not roof.empty or group == "Memory"):
         warnings.append(chip_note)
     if not len(kernels) and not split.empty:
@@ -734,7 +739,8 @@ def analyze(run, *, top: int = 10, by="type", msprof_op: MsprofOpRun | None = No
     if not split.empty and "type" not in split:
         m = split[["computing", "communication_not_overlapped", "overlapped", "free", "stage"]].mean()
         if m["stage"] > 0:
-            parts = {"compute": m["computing"], "communication not overlapped with compute": m["communication_not_overlapped"],
+            parts = {"compute": m["computing"],
+                     "communication not overlapped with compute": m["communication_not_overlapped"],
                      "free (device idle)": m["free"]}
             big = max(parts, key=parts.get)
             findings.append(

@@ -26,8 +26,9 @@ def register(sub) -> None:
     ps = p.add_subparsers(dest="profile_command", required=True)
 
     a = ps.add_parser("analyze", help="diagnose one profiler run (no device needed)")
-    a.add_argument("dir", help="a *_ascend_pt / *_ascend_ms / *_cuda_pt / PROF_* directory, a parent folder of one job's "
-                   "ranks, or one profiler file (kernel_details.csv, op_summary_*.csv, step_trace_time.csv...)")
+    a.add_argument("dir", help="a *_ascend_pt / *_ascend_ms / *_cuda_pt / PROF_* directory, a parent folder of "
+                   "one job's ranks, or one profiler file (kernel_details.csv, op_summary_*.csv, "
+                   "step_trace_time.csv...)")
     a.add_argument("--chip", default=None, help="Ascend chip for the roofline and Memory rule (default: the chip "
                    "table's default, with a warning)")
     a.add_argument("--strict", action="store_true", help="stop at the first malformed row instead of skipping it")
@@ -54,7 +55,8 @@ def register(sub) -> None:
     o.add_argument("--shapes", default=None, help="one shape: a name from fla-ascend bench --list (gdn-t32k) or "
                    "KEY=VALUE pairs over the op's dims (T=1024,HV=16), the others from the op's default shape")
     o.add_argument("--provider", default="fla_ascend",
-                   help="whose kernels: fla_ascend (default), fla (flash-linear-attention, when it imports) or torch_ref")
+                   help="whose kernels: fla_ascend (default), fla (flash-linear-attention, when it imports) "
+                   "or torch_ref")
     o.add_argument("--dtype", default="bfloat16", choices=("bfloat16", "float16", "float32"))
     o.add_argument("--backward", action="store_true", help="profile forward + backward")
     o.add_argument("--warmup", type=int, default=2)
@@ -113,7 +115,8 @@ def _print_report(rep, console) -> None:
         cols = [c for c in ("type", "index", "step") if c in rep.step] + [
             "computing", "communication_not_overlapped", "overlapped", "free", "stage", "computing_share",
             "communication_not_overlapped_share", "free_share"]
-        console.print(_rich_table(rep.step, cols, f"Step split (us; shares of the step, from {rep.step['source'].iloc[0]})"))
+        console.print(_rich_table(rep.step, cols,
+                                  f"Step split (us; shares of the step, from {rep.step['source'].iloc[0]})"))
     if rep.communication is not None and not rep.communication.empty:
         console.print(_rich_table(rep.communication, list(rep.communication.columns), "Communication per collective"))
     if not rep.bounds.empty:
@@ -155,7 +158,8 @@ def run_analyze(args) -> int:
     else:
         con = _console()
         if isinstance(rep, ClusterReport):
-            con.print(f"[bold]{rep.source}[/bold]: {len(rep.ranks)} rank{'' if len(rep.ranks) == 1 else 's'}", highlight=False)
+            con.print(f"[bold]{rep.source}[/bold]: {len(rep.ranks)} rank{'' if len(rep.ranks) == 1 else 's'}",
+                      highlight=False)
             cols = ["rank", "kernels", "compute_us", "computing", "communication_not_overlapped", "overlapped", "free",
                     "stage", "stage_vs_fastest"]
             con.print(_rich_table(rep.cross, cols, "Across ranks (us per step)"))
@@ -223,8 +227,8 @@ def run_op(args) -> int:
     from .analyze import analyze
 
     con = _console()
-    con.print(f"profiled {args.provider} {args.name} {shape} {args.dtype}{' fwd+bwd' if args.backward else ''} on {device}: "
-              f"{run_dir}", highlight=False)
+    con.print(f"profiled {args.provider} {args.name} {shape} {args.dtype}{' fwd+bwd' if args.backward else ''} "
+              f"on {device}: {run_dir}", highlight=False)
     rep = analyze(run_dir, top=args.top)
     _print_report(rep, con)
     rep.write(Path(args.out) / "report", plots=True)

@@ -109,7 +109,8 @@ _SPLIT = [("computing", "compute", "#4C72B0"),
 
 def plot_step_split(table: pd.DataFrame, path) -> Path:
     """Stacked horizontal bars, one per rank: the step's compute, communication not overlapped
-    and free time (us, or ms for steps over 10 ms; they add up to the step's wall time), each part's share written in it.
+    and free time (us, or ms for steps over 10 ms; they add up to the step's wall time), each part's
+    share written in it.
     ``table``: ``step.cross_rank`` output (or any frame with ``rank``, ``computing``,
     ``communication_not_overlapped``, ``free``, ``stage``)."""
     t = table[table["stage"].notna()].reset_index(drop=True)

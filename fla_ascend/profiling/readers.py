@@ -156,7 +156,8 @@ KERNEL_COLUMNS = [
 _KERNEL_KINDS = {v[0]: v[1] for v in _KERNEL_MAP.values()}
 _KERNEL_KINDS["start_ns"] = "int"
 # each required column, under its kernel_details or op_summary name
-_REQUIRED_KERNEL_HEADERS = (("Name", "Op Name"), ("Accelerator Core", "Task Type"), ("Duration(us)", "Task Duration(us)"))
+_REQUIRED_KERNEL_HEADERS = (("Name", "Op Name"), ("Accelerator Core", "Task Type"),
+                            ("Duration(us)", "Task Duration(us)"))
 
 _NA = {"", "N/A", "NA", "n/a", "nan", "NaN", "None", "null", "-"}
 

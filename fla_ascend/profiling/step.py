@@ -103,7 +103,8 @@ def communication_summary(run: Run) -> pd.DataFrame:
     kk = k[m].copy()
     kk["op_type"] = kk["type"].astype("string").fillna(kk["name"]).str.replace(r"^hcom_([A-Za-z]+).*$", r"\1",
                                                                                regex=True)
-    g = kk.groupby("op_type", sort=False).agg(count=("duration_us", "size"), time_us=("duration_us", "sum")).reset_index()
+    g = kk.groupby("op_type", sort=False).agg(count=("duration_us", "size"),
+                                              time_us=("duration_us", "sum")).reset_index()
     for col in ("transit_us", "wait_us", "size_mb", "bandwidth_gbs"):
         g[col] = np.nan
     g["source"] = "kernel table"

@@ -165,7 +165,8 @@ def run_round(args) -> int:
             print(comparison_markdown(out["vs_parent"], f"vs parent ({out['parent']})"))
         elif args.round_cmd == "submit":
             r = ws.submit(args.status, note=args.note, allow_slower=args.allow_slower)
-            print(f"round-{r.n} submitted as {args.status}; summary {r.path / 'summary.md'}; ledger {ws.path / 'opt-note.md'}")
+            print(f"round-{r.n} submitted as {args.status}; summary {r.path / 'summary.md'}; "
+                  f"ledger {ws.path / 'opt-note.md'}")
         elif args.round_cmd == "lesson":
             ws.lesson(args.text, args.evidence, args.scope)
             print(f"lesson appended to {ws.path / 'learned_lessons.md'}")

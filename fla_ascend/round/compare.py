@@ -80,7 +80,8 @@ def compare_artifacts(old: dict, new: dict, metric: str = "total-op") -> dict:
 
     Returns:
         ``{"metric": requested, "interpreter": True when either artifact was timed under the
-        Triton interpreter (its ratios say nothing about a device), "effective_metric_source": "total-op"|"kernel"|"mixed",
+        Triton interpreter (its ratios say nothing about a device),
+        "effective_metric_source": "total-op"|"kernel"|"mixed",
         "cases": [{op, shape, mode, provider, old_ms, new_ms, speedup, improvement_pct,
         source}], "summary": {n_cases, geomean_speedup, avg_improvement_pct, min_speedup,
         max_speedup}, "views": {"total-op": summary, "kernel": summary or None},

@@ -145,7 +145,8 @@ def _trace(req: dict) -> dict:
         except ImportError as e:
             raise IRCaptureError(f"op {op!r} has no example and the benchmark registry is unavailable: {e}") from e
         if op not in cases.OPS:
-            raise IRCaptureError(f"op {op!r} is neither in the benchmark registry {sorted(cases.OPS)} nor in {sorted(EXAMPLES)}")
+            raise IRCaptureError(f"op {op!r} is neither in the benchmark registry {sorted(cases.OPS)} "
+                                 f"nor in {sorted(EXAMPLES)}")
         spec = cases.OPS[op]
         if req.get("shape"):  # as given: the interpreter runs it, so keep T small
             _, shape = cases.parse_shapes([req["shape"]])[0]
@@ -221,7 +222,8 @@ def _compile(req: dict) -> dict:
                 fake_vals.append(p["value"])
         if new_api:
             src = ASTSource(fn=kernel, signature=signature,
-                            constexprs={(i,): constants[p["name"]] for i, p in enumerate(rec["params"]) if p["name"] in constants},
+                            constexprs={(i,): constants[p["name"]] for i, p in enumerate(rec["params"])
+                                        if p["name"] in constants},
                             attrs=attrs_new)
         else:  # triton 3.2: constants by name, non-constexpr signature, backend attrs descriptor
             from triton.compiler import make_backend
@@ -558,7 +560,8 @@ def stages_text(ir_dir: str | Path, kernel: str | None = None, stage: str | None
             lines.append(f"  {k['id']:<40} resources: not read ({r['error']})")
         elif r:
             warn = f", ptxas: {'; '.join(r['warnings'])}" if r["warnings"] else ""
-            lines.append(f"  {k['id']:<40} resources: {r['registers']} registers, spills {r['spill_stores']} B stored / "
+            lines.append(f"  {k['id']:<40} resources: {r['registers']} registers, "
+                         f"spills {r['spill_stores']} B stored / "
                          f"{r['spill_loads']} B loaded, {r['shared_bytes']} B shared{warn}")
     return "\n".join(lines)
 

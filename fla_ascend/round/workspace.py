@@ -132,7 +132,8 @@ class Workspace:
         self.path = Path(path).resolve()
         cfg = self.path / "workspace.json"
         if not cfg.is_file():
-            raise RoundError(f"{self.path} is not a round workspace (no workspace.json); run `fla-ascend round init` first")
+            raise RoundError(f"{self.path} is not a round workspace (no workspace.json); "
+                             "run `fla-ascend round init` first")
         self.config = _read(cfg)
         if self.config.get("schema") != WORKSPACE_SCHEMA:
             raise RoundError(f"{cfg}: schema must be {WORKSPACE_SCHEMA!r}, got {self.config.get('schema')!r}")
@@ -280,7 +281,8 @@ class Workspace:
         _write(r.path / "round-state.json", r.state)
 
     def _log(self, r: RoundInfo, title: str, body: str = "") -> None:
-        _append(r.path / "attempts.md", f"\n## {_now()} {title}\n\n{body.rstrip()}\n" if body else f"\n## {_now()} {title}\n")
+        _append(r.path / "attempts.md",
+                f"\n## {_now()} {title}\n\n{body.rstrip()}\n" if body else f"\n## {_now()} {title}\n")
 
     def _current_hashes(self, r: RoundInfo) -> dict[str, str]:
         return _src.tree_hashes(self.config["files"], r.path / "src")
@@ -311,12 +313,14 @@ class Workspace:
             raise ValueError(f"analysis_level must be one of {ANALYSIS_LEVELS}, got {analysis_level!r}")
         if self.config.get("open_round") is not None:
             n = self.config["open_round"]
-            raise RoundError(f"round-{n} is still open; submit it (`fla-ascend round submit --status accepted|rejected`) before starting another")
+            raise RoundError(f"round-{n} is still open; submit it "
+                             "(`fla-ascend round submit --status accepted|rejected`) before starting another")
         n = len(self.config["rounds"]) + 1
         parent = self.config["best"]
         path = self._dir(f"round-{n}")
         if path.exists():
-            raise RoundError(f"{path} exists although workspace.json lists {n - 1} rounds; the workspace is inconsistent")
+            raise RoundError(f"{path} exists although workspace.json lists {n - 1} rounds; "
+                             "the workspace is inconsistent")
         path.mkdir()
         shutil.copytree(self._src_dir(parent), path / "src")
         state = {
@@ -354,7 +358,8 @@ class Workspace:
         r.state["analysis_level"] = analysis_level
         r.state["state_history"].append({"at": _now(), "analysis_level": analysis_level, "reason": reason})
         self._save_round(r)
-        self._log(r, "State Update: analysis level", f"- Escalation: {old} -> {analysis_level}\n- Escalation reason: {reason}")
+        self._log(r, "State Update: analysis level",
+                  f"- Escalation: {old} -> {analysis_level}\n- Escalation reason: {reason}")
         return r
 
     def log(self, text: str) -> RoundInfo:
@@ -377,7 +382,8 @@ class Workspace:
         root = Path(source_root).resolve() if source_root is not None else _src.package_root()
         _src.snapshot(self.config["files"], root, r.path / "src")
         changed = self.changed_files(r)
-        self._log(r, "Snapshot synced from checkout", f"- From: {root}\n- Changed vs parent: {', '.join(changed) or 'none'}")
+        self._log(r, "Snapshot synced from checkout",
+                  f"- From: {root}\n- Changed vs parent: {', '.join(changed) or 'none'}")
         return changed
 
     def probe(self, n_shapes: int = 2) -> dict:
@@ -416,7 +422,8 @@ class Workspace:
         (r.path / "probes").mkdir(exist_ok=True)
         rec = {"label": PROBE_LABEL, "verdict": verdict, "shapes": shapes, "parent": parent,
                "candidate_source_hash": _src.source_hash(self._current_hashes(r)),
-               "candidate_correctness": corr, "screen": screen, "parent_artifact": par_art, "candidate_artifact": cand_art}
+               "candidate_correctness": corr, "screen": screen, "parent_artifact": par_art,
+               "candidate_artifact": cand_art}
         _write(r.path / "probes" / f"probe-{k}.json", rec)
         r.state["probes"] = k
         self._save_round(r)
@@ -443,7 +450,8 @@ class Workspace:
         r = self.open_round()
         hashes = self._current_hashes(r)
         shash = _src.source_hash(hashes)
-        art = run_suite_isolated(self._request(), r.path / "src", self.config["files"], python=self.config.get("python"))
+        art = run_suite_isolated(self._request(), r.path / "src", self.config["files"],
+                                 python=self.config.get("python"))
         corr = correctness_of(art)
         for stale in ("bench.json", "correctness.json", "compare.json", "compare.md"):
             (r.path / stale).unlink(missing_ok=True)
@@ -456,14 +464,17 @@ class Workspace:
                                     "artifact_sha256": _src.file_sha256(r.path / "bench.json"),
                                     "source_hash": shash, "meta": _meta_brief(art)}
             body = (f"- Correctness: passed ({corr['n_cases']} cases"
-                    + (f", worst rel_rmse {corr['worst']['rel_rmse']:.3g} at {corr['worst']['key']}" if corr["worst"] else "")
+                    + (f", worst rel_rmse {corr['worst']['rel_rmse']:.3g} at {corr['worst']['key']}"
+                       if corr["worst"] else "")
                     + f")\n- Canonical artifact: round-{r.n}/bench.json\n- Next: `fla-ascend round compare`")
         else:
             _write(r.path / "correctness.json", art)
             r.state["correctness"] = corr | {"evidence": f"round-{r.n}/correctness.json", "source_hash": shash}
             r.state["benchmark"] = {"status": "not_run", "reason": "correctness gate failed"}
-            body = (f"- Correctness: FAILED, {len(corr['failing'])} of {corr['n_cases']} cases: {_fmt_failing(corr['failing'])}\n"
-                    f"- Evidence: round-{r.n}/correctness.json\n- No canonical artifact; this round can only be submitted as rejected")
+            body = (f"- Correctness: FAILED, {len(corr['failing'])} of {corr['n_cases']} cases: "
+                    f"{_fmt_failing(corr['failing'])}\n"
+                    f"- Evidence: round-{r.n}/correctness.json\n"
+                    "- No canonical artifact; this round can only be submitted as rejected")
         self._save_round(r)
         self._log(r, "Canonical bench", body)
         return r.state
@@ -490,13 +501,15 @@ class Workspace:
         new = _read(r.path / "bench.json")
         parent = r.state["parent"]
         vs_base = compare_artifacts(_read(self._dir("baseline") / "bench.json"), new, metric)
-        vs_par = vs_base if parent == "baseline" else compare_artifacts(_read(self._dir(parent) / "bench.json"), new, metric)
+        vs_par = (vs_base if parent == "baseline"
+                  else compare_artifacts(_read(self._dir(parent) / "bench.json"), new, metric))
         out = {"round": f"round-{r.n}", "parent": parent, "metric": metric,
                "artifact": f"round-{r.n}/bench.json", "artifact_sha256": r.state["benchmark"]["artifact_sha256"],
                "vs_baseline": vs_base, "vs_parent": vs_par, "created": _now()}
         _write(r.path / "compare.json", out)
         md = (f"# round-{r.n} comparison (from `fla-ascend round compare`)\n\n"
-              + comparison_markdown(vs_base, "vs baseline") + "\n" + comparison_markdown(vs_par, f"vs parent ({parent})"))
+              + comparison_markdown(vs_base, "vs baseline") + "\n"
+              + comparison_markdown(vs_par, f"vs parent ({parent})"))
         (r.path / "compare.md").write_text(md)
         eff = vs_base["effective_metric_source"]
         r.state["comparison"] = {
@@ -519,12 +532,15 @@ class Workspace:
     def _require_fresh_bench(self, r: RoundInfo) -> None:
         b = r.state["benchmark"]
         if b.get("status") != "passed" or not (r.path / "bench.json").is_file():
-            why = "its correctness gate failed" if r.state["correctness"]["status"] == "failed" else "it has not been run"
-            raise RoundError(f"round-{r.n} has no canonical benchmark artifact ({why}); run `fla-ascend round bench` first")
+            why = ("its correctness gate failed" if r.state["correctness"]["status"] == "failed"
+                   else "it has not been run")
+            raise RoundError(f"round-{r.n} has no canonical benchmark artifact ({why}); "
+                             "run `fla-ascend round bench` first")
         if _src.source_hash(self._current_hashes(r)) != b.get("source_hash"):
             raise RoundError(f"round-{r.n}/src changed after the last bench; run `fla-ascend round bench` again")
         if _src.file_sha256(r.path / "bench.json") != b.get("artifact_sha256"):
-            raise RoundError(f"round-{r.n}/bench.json was modified after the bench wrote it; run `fla-ascend round bench` again")
+            raise RoundError(f"round-{r.n}/bench.json was modified after the bench wrote it; "
+                             "run `fla-ascend round bench` again")
 
     def missing_for(self, status: str, r: RoundInfo | None = None, allow_slower: str | None = None,
                     note: str | None = None) -> list[str]:
@@ -599,7 +615,8 @@ class Workspace:
             r.state["allow_slower"] = allow_slower
         self._save_round(r)
         (r.path / "summary.md").write_text(self._summary_md(r))
-        self._log(r, f"Submitted: {status}", f"- Summary: round-{r.n}/summary.md" + (f"\n- Note: {note}" if note else ""))
+        self._log(r, f"Submitted: {status}",
+                  f"- Summary: round-{r.n}/summary.md" + (f"\n- Note: {note}" if note else ""))
         self.config["rounds"].append({"n": r.n, "status": status, "parent": r.state["parent"]})
         if status == "accepted":
             self.config["best"] = f"round-{r.n}"
@@ -634,12 +651,14 @@ class Workspace:
         try:
             rel = found.relative_to(self.path).as_posix()
         except ValueError:
-            raise RoundError(f"evidence {found} is outside the workspace {self.path}; copy it into the round's directory first") from None
+            raise RoundError(f"evidence {found} is outside the workspace {self.path}; "
+                             "copy it into the round's directory first") from None
         entry = (f"\n## {_now()}\n\n{text.strip()}\n\n- Evidence: {rel} (sha256 {_src.file_sha256(found)[:12]})\n"
                  + (f"- Applies to: {scope}\n" if scope else ""))
         lp = self.path / "learned_lessons.md"
         if not lp.exists():
-            lp.write_text(f"# Learned lessons ({self.config['op']})\n\nAppended only by `fla-ascend round lesson`; each cites evidence in this workspace.\n")
+            lp.write_text(f"# Learned lessons ({self.config['op']})\n\n"
+                          "Appended only by `fla-ascend round lesson`; each cites evidence in this workspace.\n")
         _append(lp, entry)
         return entry
 
@@ -667,7 +686,8 @@ class Workspace:
             "## Baseline\n\n"
             f"- Recorded: {self.config['created']}\n"
             f"- Source files: {', '.join(self.config['files'])}\n"
-            f"- Device: {m.get('device')} ({m.get('device_name')}); Triton: {m.get('triton_flavour')} {m.get('triton_version')}; "
+            f"- Device: {m.get('device')} ({m.get('device_name')}); "
+            f"Triton: {m.get('triton_flavour')} {m.get('triton_version')}; "
             f"torch {m.get('torch_version')}\n"
             f"- Timing: {m.get('timing_method')}\n"
             f"- Correctness: {corr['status']} ({corr['n_cases']} cases)\n"
@@ -685,7 +705,8 @@ class Workspace:
         ]
         if corr["status"] == "passed":
             w = corr.get("worst")
-            lines.append(f"- Correctness: passed ({corr['n_cases']} cases" + (f", worst rel_rmse {w['rel_rmse']:.3g}" if w else "") + ")")
+            lines.append(f"- Correctness: passed ({corr['n_cases']} cases"
+                         + (f", worst rel_rmse {w['rel_rmse']:.3g}" if w else "") + ")")
         elif corr["status"] == "failed":
             lines.append(f"- Correctness: FAILED ({_fmt_failing(corr['failing'], 3)}); evidence {corr['evidence']}")
         else:
@@ -721,7 +742,8 @@ class Workspace:
         note = self.path / "opt-note.md"
         text = note.read_text()
         head, _, _ = text.partition(f"\n{OVERALL}\n")
-        entry = f"### round-{r.n}: {r.state['status']} ({r.state['submitted']})\n\n" + "\n".join(self._round_lines(r)) + "\n\n"
+        entry = (f"### round-{r.n}: {r.state['status']} ({r.state['submitted']})\n\n"
+                 + "\n".join(self._round_lines(r)) + "\n\n")
         note.write_text(head.rstrip("\n") + "\n\n" + entry + self._overall())
 
     def _overall(self) -> str:
@@ -744,7 +766,8 @@ class Workspace:
             c = self.state_of(best)["comparison"]
             v = c["vs_baseline"]
             verdict = (f"Best: {best}, geomean {fmt_speedup(v['geomean_speedup'])} vs baseline, average improvement "
-                       f"{fmt_pct(v['avg_improvement_pct'])} over {v['n_cases']} cases ({c['effective_metric_source']}, "
+                       f"{fmt_pct(v['avg_improvement_pct'])} over {v['n_cases']} cases "
+                       f"({c['effective_metric_source']}, "
                        f"from {c['file']}).")
         return (f"{OVERALL}\n\n{len(self.config['rounds'])} rounds submitted: {n_acc} accepted, {n_rej} rejected. "
                 f"{verdict}\n\n" + "\n".join(rows) + "\n")

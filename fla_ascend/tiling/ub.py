@@ -72,7 +72,8 @@ def dtype_bytes(dtype) -> int:
 
 _ALLOWED_NODES = (ast.Expression, ast.BinOp, ast.Name, ast.Constant, ast.Load, ast.Add, ast.Sub, ast.Mult,
                   ast.FloorDiv, ast.Mod, ast.UnaryOp, ast.USub, ast.Call)
-_FUNCS = {"max": max, "min": min, "cdiv": lambda a, b: -(-a // b), "next_pow2": lambda n: 1 << max(0, (n - 1).bit_length())}
+_FUNCS = {"max": max, "min": min, "cdiv": lambda a, b: -(-a // b),
+          "next_pow2": lambda n: 1 << max(0, (n - 1).bit_length())}
 
 
 def _eval_dim(expr, sizes: Mapping[str, int]) -> int:

@@ -932,7 +932,8 @@ def causal_conv1d(
         if initial_state is not None:
             check_tensor("initial_state", initial_state)
             if initial_state.dim() != 3 or initial_state.shape[:2] != (N, D):
-                raise ValueError(f"initial_state must have shape [N={N}, D={D}, W={W}], got {tuple(initial_state.shape)}")
+                raise ValueError(f"initial_state must have shape [N={N}, D={D}, W={W}], "
+                                 f"got {tuple(initial_state.shape)}")
             if initial_state.shape[2] != W:
                 raise ValueError(f"initial_state's width must equal weight's W={W}, got {initial_state.shape[2]}")
         check_same_device(x=x, weight=weight, bias=bias, residual=residual, initial_state=initial_state,

@@ -68,8 +68,9 @@ CUDA_LAUNCH = {
     "dqkwg": {"num_warps": 4, "num_stages": 1},
 }
 """Per-stage CUDA choices: ``num_warps``, ``num_stages``, the ``input_precision`` of the
-fp32 x fp32 dots of the WY stages, and the ``BV`` candidates of the state recurrences. A table, not ``triton.autotune``: autotuning at import
-raises with triton-ascend and no NPU (docs/ascend-rules.md, R3); benchmarks may override entries.
+fp32 x fp32 dots of the WY stages, and the ``BV`` candidates of the state recurrences. A table,
+not ``triton.autotune``: autotuning at import raises with triton-ascend and no NPU
+(docs/ascend-rules.md, R3); benchmarks may override entries.
 The state recurrences' ``num_stages`` maps the largest ``dot_dim(K)`` it serves to the deepest
 pipeline they take; where that does not fit the GPU's shared memory (wide heads, fp32 inputs)
 :func:`launch_first_fitting` steps down."""

@@ -413,8 +413,8 @@ def chunk_wy_bwd(
         k: ``[B, T, H, K]``; v: ``[B, T, HV, V]``; g_cum, beta_t: ``[HV, B * T]`` fp32;
         Ai: ``[B, T, HV, BT]`` from :func:`chunk_wy_fwd`; dw: ``[B, T, HV, K]``; both in
         :func:`wy_bwd_operand_dtype` of k's dtype;
-        du: ``[B, T, HV, V]`` (the gradient of ``v'``), fp32 or :func:`wy_bwd_operand_dtype`; dk_in: ``[B, T, HV, K]`` fp32, the
-        other stages' dk, to which this stage's part is added; dg_parts:
+        du: ``[B, T, HV, V]`` (the gradient of ``v'``), fp32 or :func:`wy_bwd_operand_dtype`;
+        dk_in: ``[B, T, HV, K]`` fp32, the other stages' dk, to which this stage's part is added; dg_parts:
         ``[NK + 1, HV, B * T]``, whose last row this stage writes.
         dk_dtype: the dtype of the returned ``dk``: float32 writes the sum in place into
         ``dk_in``; another dtype (the input dtype, when no GVA sum follows) writes it to a new

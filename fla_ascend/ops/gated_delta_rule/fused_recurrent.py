@@ -172,8 +172,9 @@ def _recurrent_tiles(K: int, V: int, x: torch.Tensor, flags: dict | None = None)
         return min(32, next_pow2(V)), {}
     if backend.device_type() == "npu":
         cands = [b for b in (64, 32, 16, 8) if b <= max(8, next_pow2(V))]
-        bv = fit_tiles(RECURRENT_TILES, {"BV": cands}, fixed={"BK": next_pow2(K), "in_bytes": x.element_size(),
-                                                            "STATE_V_FIRST": 0, "USE_GK": 0, "USE_GV": 0, **(flags or {})},
+        bv = fit_tiles(RECURRENT_TILES, {"BV": cands},
+                       fixed={"BK": next_pow2(K), "in_bytes": x.element_size(),
+                              "STATE_V_FIRST": 0, "USE_GK": 0, "USE_GV": 0, **(flags or {})},
                        multibuffer=1, margin=NPU_UB_MARGIN)["BV"]
         return bv, {"multibuffer": False}
     return min(64, next_pow2(V)), {}

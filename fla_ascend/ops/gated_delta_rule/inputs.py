@@ -80,7 +80,8 @@ def validate_inputs(
                              "got use_beta_sigmoid_in_kernel=False")
         if use_gate_in_kernel:
             if g is None:
-                raise ValueError("use_gate_in_kernel=True requires g (the raw gate input) of shape [B, T, HV]; got g=None")
+                raise ValueError("use_gate_in_kernel=True requires g (the raw gate input) of shape [B, T, HV]; "
+                                 "got g=None")
             if A_log is None:
                 raise ValueError("use_gate_in_kernel=True requires A_log of shape [HV]; got A_log=None")
             check_tensor("A_log", A_log, (HV,), dtypes=FLOAT_DTYPES)

@@ -96,7 +96,8 @@ def naive_recurrent_gated_delta_rule(
             h = h + torch.einsum("hk,hv->hkv", k[b, t], v_new)
             outs[b][t] = torch.einsum("hkv,hk->hv", h, q[b, t])
         finals.append(h)
-    o = torch.stack([torch.stack(row) if T else v.new_zeros(0, HV, V) for row in outs]) if T else v.new_zeros(B, 0, HV, V)
+    o = (torch.stack([torch.stack(row) if T else v.new_zeros(0, HV, V) for row in outs]) if T
+         else v.new_zeros(B, 0, HV, V))
     return o, (torch.stack(finals) if output_final_state else None)
 
 

@@ -120,7 +120,8 @@ def l2norm_bwd_kernel(
         _l2norm_bwd_task(tl.program_id(0), x, rstd, dy, dx, M, D, BM, BD)
 
 
-def l2norm_fwd(x: torch.Tensor, eps: float, output_dtype: torch.dtype | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+def l2norm_fwd(x: torch.Tensor, eps: float,
+               output_dtype: torch.dtype | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """Launch the forward on ``x`` ``[M, D]`` (contiguous). Returns ``(y [M, D] in output_dtype
     (default x.dtype), rstd [M] float32)``."""
     M, D = x.shape

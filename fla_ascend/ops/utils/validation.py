@@ -176,7 +176,8 @@ def check_cu_seqlens(cu_seqlens: object, B: int, T: int) -> torch.Tensor:
     if bool((diffs < 0).any()):
         i = int(torch.nonzero(diffs < 0)[0])
         raise ValueError(
-            f"cu_seqlens must be non-decreasing, got cu_seqlens[{i}]={int(host[i])} > cu_seqlens[{i + 1}]={int(host[i + 1])}"
+            f"cu_seqlens must be non-decreasing, got cu_seqlens[{i}]={int(host[i])} > "
+            f"cu_seqlens[{i + 1}]={int(host[i + 1])}"
         )
     if int(host[-1]) != T:
         raise ValueError(f"cu_seqlens must end at T={T} (the packed length), got {int(host[-1])}")
@@ -277,4 +278,5 @@ def _check_chunk_indices(chunk_indices: torch.Tensor, host: torch.Tensor, chunk_
         if bool(bad.any()):
             i = int(torch.nonzero(bad)[0])
             raise ValueError(f"chunk_indices must list the {chunk_size}-token chunks of cu_seqlens as rows "
-                             f"(sequence, chunk); row {i} should be {want[i].tolist()}, got {chunk_indices[i].tolist()}")
+                             f"(sequence, chunk); row {i} should be {want[i].tolist()}, "
+                             f"got {chunk_indices[i].tolist()}")
