@@ -5,13 +5,17 @@
 # FLA_ASCEND_CHECK_JOBS compiles at a time, each killed after FLA_ASCEND_COMPILE_TIMEOUT s
 # (docs/check.md: why the representative matrix, and the full one's command); before the upstream
 # Triton tier, a plain venv with torch and fla-ascend[triton] alone (scripts/bare_install_check.sh;
-# FLA_ASCEND_BARE_INSTALL=0 skips it). Extra arguments go to pytest.
+# FLA_ASCEND_BARE_INSTALL=0 skips it); first, ruff over the tree (ruff.toml). Extra arguments go to pytest.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 status=0
 for flavour in ascend triton; do
   venv=$(bash scripts/setup_env.sh "$flavour" | tail -n 1)
+  if [ "$flavour" = ascend ]; then
+    echo "=== lint: ruff check (ruff.toml)"
+    "$venv/bin/python" -m ruff check --output-format concise . || status=1
+  fi
   if [ "$flavour" = triton ] && [ "${FLA_ASCEND_BARE_INSTALL:-1}" != 0 ]; then
     # about 40 s, after setup_env.sh has fetched Triton: a plain venv with torch and fla-ascend[triton]
     # only (tests/test_packaging.py checks the same inside the test venvs by blocking the workbench's packages)
