@@ -229,9 +229,9 @@ _M = "fla_ascend.ops."
 KERNELS: dict[str, KernelInfo] = {
     _M + "common.cumsum.chunk_gate_cumsum_kernel": KernelInfo(
         "vector", CHUNK_SCENARIOS,
-        # bishengir-compile's plan (A2, with the GATE_FLOOR count): 32.2-32.6 [BT, BH] fp32 tiles, 66 with
+        # bishengir-compile's plan (A2, with the GATE_FLOOR count): 32.2-32.6 [BT, BH] fp32 tiles, 74 with
         # the gate activation in the kernel
-        tiles=[Tile(("33 + 33 * USE_GATE", "BT", "BH"), "fp32", "g, beta, cumsum and activation temporaries",
+        tiles=[Tile(("33 + 42 * USE_GATE", "BT", "BH"), "fp32", "g, beta, cumsum and activation temporaries",
                     buffered=False)]),
     _M + "common.wy.chunk_wy_fwd_kernel": KernelInfo(
         "cube", CHUNK_SCENARIOS,
@@ -249,9 +249,9 @@ KERNELS: dict[str, KernelInfo] = {
         tiles=fused_recurrent.RECURRENT_TILES),
     _M + "common.cumsum.chunk_gate_cumsum_bwd_kernel": KernelInfo(
         "vector", CHUNK_SCENARIOS,
-        # bishengir-compile's plan (A2, with the GATE_FLOOR mask): 33.3-34.4 [BT, BH] fp32 tiles, 77.4 with
+        # bishengir-compile's plan (A2, with the GATE_FLOOR mask): 33.3-34.4 [BT, BH] fp32 tiles, 85.5 with
         # the gate activation
-        tiles=[Tile(("35 + 43 * USE_GATE", "BT", "BH"), "fp32", "dg, g, reverse cumsum and activation temporaries",
+        tiles=[Tile(("35 + 51 * USE_GATE", "BT", "BH"), "fp32", "dg, g, reverse cumsum and activation temporaries",
                     buffered=False)]),
     _M + "common.wy.chunk_wy_bwd_kernel": KernelInfo(
         "cube", CHUNK_SCENARIOS,

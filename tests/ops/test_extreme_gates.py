@@ -178,3 +178,20 @@ def test_backward_raw_gate_inf_is_the_limit():
     for n in names:
         assert torch.isfinite(runs[0][n]).all(), n
         torch.testing.assert_close(runs[0][n], runs[1][n], rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("op", ["chunk", "recurrent"])
+@pytest.mark.parametrize("A_log, raw", [(20.0, -20.0), (10.0, -15.0), (3.0, -30.0)])
+def test_in_kernel_gate_with_large_A_log_and_negative_raw_gate(op, A_log, raw):
+    """``-exp(A_log) * softplus(raw)`` with ``softplus`` of a very negative input: float32's
+    ``log(1 + exp(x))`` rounds to 0 below x = -16.6, which made a gate of about -1 (A_log 20, raw
+    -20) a gate of 0 (rel-RMSE 7e2); the series branch of ``ops.utils.math.softplus`` keeps it."""
+    x = _inputs()
+    x["g"] = torch.full_like(x["g"], raw) + 0.1 * torch.randn_like(x["g"])
+    HV = x["g"].shape[-1]
+    x.update(use_gate_in_kernel=True, A_log=torch.full((HV,), A_log), dt_bias=torch.zeros(HV))
+    fn = chunk_gated_delta_rule if op == "chunk" else fused_recurrent_gated_delta_rule
+    o, ht = fn(**x, output_final_state=True)
+    ro, rht = _ref(x)
+    assert_close("o", ro, o, LIMIT)
+    assert_close("ht", rht, ht, LIMIT)

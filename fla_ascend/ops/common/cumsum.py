@@ -15,7 +15,7 @@ import triton
 import triton.language as tl
 
 from fla_ascend.ops.common.chunk_index import chunk_bounds
-from fla_ascend.ops.utils.math import sigmoid
+from fla_ascend.ops.utils.math import sigmoid, softplus
 from fla_ascend.tiling import task_plan
 from fla_ascend.tiling.sizes import cdiv, next_pow2
 
@@ -51,8 +51,8 @@ def _chunk_gate_cumsum_task(
         b_A = tl.load(A_log + o_h, mask=m_h, other=0.0).to(tl.float32)  # [BH]
         if HAS_DT_BIAS:
             b_g = b_g + tl.load(dt_bias + o_h, mask=m_h, other=0.0).to(tl.float32)[None, :]
-        # softplus with torch's threshold 20: x above it is returned as is
-        b_sp = tl.where(b_g > 20.0, b_g, tl.log(1.0 + tl.exp(tl.minimum(b_g, 20.0))))
+        # softplus with torch's threshold 20, accurate for very negative x (ops.utils.math)
+        b_sp = softplus(b_g)
         b_g = tl.where(m, -tl.exp(b_A)[None, :] * b_sp, 0.0)
     # floored tokens (a reset of the state) are counted apart from the other gates and added once
     # per position, so a reset costs the rest of the chunk one rounding at |G| ~ 110, not a
@@ -152,7 +152,7 @@ def _chunk_gate_cumsum_bwd_task(
         if HAS_DT_BIAS:
             b_x = b_x + tl.load(dt_bias + o_h, mask=m_h, other=0.0).to(tl.float32)[None, :]
         b_a = tl.exp(tl.load(A_log + o_h, mask=m_h, other=0.0).to(tl.float32))  # [BH]
-        b_sp = tl.where(b_x > 20.0, b_x, tl.log(1.0 + tl.exp(tl.minimum(b_x, 20.0))))
+        b_sp = softplus(b_x)
         # a token the forward floored (GATE_FLOOR) has gradient 0 (also where a * softplus is inf);
         # NaN gates are not floored and keep their NaN gradient
         m_drop = (-b_a[None, :] * b_sp < _GATE_FLOOR) | (m_th == 0)  # [BT, BH]

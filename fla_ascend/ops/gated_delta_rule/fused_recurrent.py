@@ -17,6 +17,7 @@ import triton.language as tl
 from fla_ascend import backend
 from fla_ascend.ops.gated_delta_rule.inputs import check_extra_kwargs, validate_inputs
 from fla_ascend.ops.utils import check_bools
+from fla_ascend.ops.utils.math import softplus
 from fla_ascend.tiling import task_plan
 from fla_ascend.tiling.sizes import cdiv, next_pow2
 from fla_ascend.tiling.ub import Tile, fit_tiles
@@ -89,7 +90,7 @@ def _fused_recurrent_task(
             if USE_GATE:
                 if HAS_DT_BIAS:
                     b_g = b_g + b_dt
-                b_g = -b_A * tl.where(b_g > 20.0, b_g, tl.log(1.0 + tl.exp(tl.minimum(b_g, 20.0))))
+                b_g = -b_A * softplus(b_g)
             b_h = b_h * tl.exp(b_g)
         if USE_GK:
             b_gk = tl.load(gk + (t * HV + i_hv) * K + o_k, mask=m_k, other=0.0).to(tl.float32)  # [BK]
