@@ -8,18 +8,34 @@ raises :class:`UsageError`, which ``fla-ascend`` prints on one line with exit st
 status for usage errors; 1 is kept for a command's findings)."""
 from __future__ import annotations
 
+import argparse
 import re
 import sys
 import tempfile
 from pathlib import Path
 
-__all__ = ["UsageError", "split_list", "output_file", "output_dir", "check_outputs", "plot_suffixes",
+__all__ = ["UsageError", "list_arg", "split_list", "output_file", "output_dir", "check_outputs", "plot_suffixes",
            "require_cuda_gpu"]
 
 
 class UsageError(ValueError):
     """A command line that cannot work (a bad output path, an unknown name), found before any work.
     ``fla-ascend`` prints ``fla-ascend <command>: error: <message>`` and exits with status 2."""
+
+
+def list_arg(text: str) -> list[str]:
+    """argparse ``type`` of a list option: :func:`split_list`, but a given option that names
+    nothing (``--ops ''``, ``--kernels ,``) is an error, not the option's default (it silently
+    meant "all").
+
+    Raises:
+        argparse.ArgumentTypeError: no item in ``text``.
+    """
+    items = split_list(text)
+    if not items:
+        raise argparse.ArgumentTypeError(f"names nothing ({text!r}): give at least one item, or leave the option out "
+                                         "for its default")
+    return items
 
 
 def split_list(text: str | None) -> list[str] | None:

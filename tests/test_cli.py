@@ -40,6 +40,15 @@ def test_unknown_flag_prints_the_subcommands_usage(argv, usage, capsys):
     assert err.startswith(usage) and "unrecognized arguments: --bogus" in err
 
 
+@pytest.mark.parametrize("argv", [["bench", "--ops", ""], ["bench", "--ops", ","], ["check", "--kernels", ""],
+                                  ["check", "--ops", " ; "]])
+def test_a_list_option_naming_nothing_is_refused(argv, capsys):
+    """``--ops ''`` / ``--kernels ,`` ran every op or kernel (as if the option were left out)."""
+    with pytest.raises(SystemExit) as e:
+        cli.main(argv)
+    assert e.value.code == 2 and "names nothing" in capsys.readouterr().err
+
+
 def test_list_options_take_commas_and_semicolons():
     assert split_list("fwd, fwdbwd") == split_list("fwd;fwdbwd") == ["fwd", "fwdbwd"]
     assert split_list("") is None and split_list(None) is None

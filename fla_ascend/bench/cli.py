@@ -8,7 +8,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from fla_ascend.cli_common import check_outputs, plot_suffixes, split_list
+from fla_ascend.cli_common import check_outputs, list_arg, plot_suffixes
 
 
 def register(sub) -> None:
@@ -32,10 +32,10 @@ def register(sub) -> None:
             "shapes are scaled down (a line says from what to what); --full-size runs them as given."
         ),
     )
-    p.add_argument("--ops", type=split_list, default=None, help="op names, as --list prints them (default: all)")
+    p.add_argument("--ops", type=list_arg, default=None, help="op names, as --list prints them (default: all)")
     p.add_argument("--shapes", default=None, help="shape names, groups or B=..,T=.. specs")
-    p.add_argument("--modes", type=split_list, default=None, help="fwd,fwdbwd (default: fwd)")
-    p.add_argument("--providers", type=split_list, default=None,
+    p.add_argument("--modes", type=list_arg, default=None, help="fwd,fwdbwd (default: fwd)")
+    p.add_argument("--providers", type=list_arg, default=None,
                    help="fla_ascend,torch_ref,fla (default: all; fla only when it imports)")
     p.add_argument("--dtype", default=None, help="bfloat16 | float16 | float32 (default: bf16 on GPU/NPU, fp32 on CPU)")
     p.add_argument("--json", dest="json_path", default=None, metavar="PATH", help="write the JSON artifact")

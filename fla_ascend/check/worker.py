@@ -12,7 +12,7 @@ import os
 import sys
 import time
 
-from fla_ascend.cli_common import check_outputs, split_list
+from fla_ascend.cli_common import check_outputs, list_arg
 
 DEFAULT_CHIPS = ("Ascend910B2", "Ascend910_9599")
 """Checked on every run: A2/A3 (Ascend910B2) and A5 (Ascend910_9599)."""
@@ -24,10 +24,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help=f"also check this Ascend SoC (repeatable; {' and '.join(DEFAULT_CHIPS)} are always checked "
                         "unless --no-default-chips)")
     p.add_argument("--no-default-chips", action="store_true", help="check only the --chip names given")
-    p.add_argument("--kernels", type=split_list, default=None, metavar="NAME,...",
+    p.add_argument("--kernels", type=list_arg, default=None, metavar="NAME,...",
                    help="check only these kernels: short names (l2norm_fwd_kernel), full names or globs "
                         "(chunk_*_kernel); with --ops, the kernels of both")
-    p.add_argument("--ops", type=split_list, default=None, metavar="NAME,...",
+    p.add_argument("--ops", type=list_arg, default=None, metavar="NAME,...",
                    help="check only the kernels these ops launch (chunk_gated_delta_rule, l2norm, ...)")
     p.add_argument("--json", default=None, metavar="PATH", help="also write the full results as JSON")
     p.add_argument("--markdown", default=None, metavar="PATH",
