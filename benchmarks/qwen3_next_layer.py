@@ -9,8 +9,9 @@
 Each is compared in bfloat16 with the float32 PyTorch path of the same weights (relative RMSE of the
 output, of the input gradient and of every parameter gradient) and timed, forward (no grad) and
 forward + backward (CUDA-event medians, ``fla_ascend.bench.timing``). flash-linear-attention 0.6.0
-refuses its chunked backward on Hopper with Triton 3.4 to 3.7.0 (its issue 640): on the H200
-(Triton 3.6) its forward + backward row records that error instead of numbers.
+refuses its chunked backward on Hopper with Triton 3.4 to 3.7.0
+(github.com/fla-org/flash-linear-attention/issues/640): on the H200 (Triton 3.6)
+its forward + backward row records that error instead of numbers.
 
 Writes ``<out>/qwen3_next_layer.json`` and ``.md``. Run on the device machine::
 

@@ -361,9 +361,10 @@ def _gdn_provider(module: str, name: str, hopper_guard: bool = False):
 
 def _fla_hopper_prepare(provider: str, mode: str) -> dict:
     """flash-linear-attention 0.6.0 refuses its gated chunk backward on Hopper with Triton
-    3.4 to 3.7.0 (its issue 640). With the guard bypassed its bf16 gradients matched an fp64
-    recurrent reference on the H200 (relative RMSE 0.0024-0.0042, 2026-11-29); the bypass is
-    recorded in meta and the gate still checks the gradients."""
+    3.4 to 3.7.0 (github.com/fla-org/flash-linear-attention/issues/640). With the guard
+    bypassed its bf16 gradients matched an fp64 recurrent reference on the H200 (relative RMSE
+    0.0024-0.0042, 2026-11-29); the bypass is recorded in meta and the gate still checks the
+    gradients."""
     if provider != "fla" or mode != "fwdbwd" or not torch.cuda.is_available():
         return {}
     if torch.cuda.get_device_capability()[0] != 9:
@@ -371,7 +372,8 @@ def _fla_hopper_prepare(provider: str, mode: str) -> dict:
     chunk_o = importlib.import_module("fla.ops.common.chunk_o")
     if getattr(chunk_o, "IS_NVIDIA_HOPPER", False):
         chunk_o.IS_NVIDIA_HOPPER = False
-        return {"fla_hopper_guard_bypassed": "fla.ops.common.chunk_o.IS_NVIDIA_HOPPER = False (fla issue 640)"}
+        return {"fla_hopper_guard_bypassed":
+                "fla.ops.common.chunk_o.IS_NVIDIA_HOPPER = False (flash-linear-attention issue 640)"}
     return {}
 
 

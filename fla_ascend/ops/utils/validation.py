@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import numbers
 import reprlib
 from collections.abc import Iterable, Iterator, Sequence
@@ -137,9 +138,10 @@ def check_same_device(**tensors: torch.Tensor | None) -> None:
                              f"got a tensor on {dev}")
 
 
+@functools.cache
 def _accelerator_present(device_type: str) -> bool:
     """Whether torch sees a ``device_type`` device (a launch plan emulated for another target on
-    the CPU, as the NPU check does, has none)."""
+    the CPU, as the NPU check does, has none); asked once per process, not on every op call."""
     mod = getattr(torch, device_type, None)
     return bool(mod is not None and mod.is_available())
 
