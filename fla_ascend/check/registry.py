@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import torch
 
 from fla_ascend.check.runner import Case
-from fla_ascend.ops.causal_conv1d import conv
+from fla_ascend.ops.causal_conv1d import kernels as conv_kernels
 from fla_ascend.ops.common import chunk_h, chunk_o, gva, wy
 from fla_ascend.ops.gated_delta_rule import fused_recurrent
 from fla_ascend.ops.norm.rms_norm_gated import BWD_TILES as RMS_GATED_BWD_TILES
@@ -269,16 +269,16 @@ KERNELS: dict[str, KernelInfo] = {
         "vector", CHUNK_SCENARIOS,
         tiles=gva.GVA_SUM_TILES),
     # flags (ACT, USE_H0, HAS_DHT) enter the sizes as 0/1: a tile of a switched-off path has size 0
-    _M + "causal_conv1d.conv.causal_conv1d_fwd_kernel": KernelInfo(
-        "vector", CONV_SCENARIOS, tiles=conv.FWD_TILES),
-    _M + "causal_conv1d.conv.causal_conv1d_bwd_kernel": KernelInfo(
-        "vector", CONV_SCENARIOS, tiles=conv.BWD_TILES),
-    _M + "causal_conv1d.conv.causal_conv1d_states_fwd_kernel": KernelInfo(
-        "vector", CONV_STATE_SCENARIOS, tiles=conv.STATES_FWD_TILES),
-    _M + "causal_conv1d.conv.causal_conv1d_states_bwd_kernel": KernelInfo(
-        "vector", CONV_STATE_SCENARIOS, tiles=conv.STATES_BWD_TILES),
-    _M + "causal_conv1d.conv.causal_conv1d_update_kernel": KernelInfo(
-        "vector", CONV_UPDATE_SCENARIOS, tiles=conv.UPDATE_TILES),
+    _M + "causal_conv1d.kernels.causal_conv1d_fwd_kernel": KernelInfo(
+        "vector", CONV_SCENARIOS, tiles=conv_kernels.FWD_TILES),
+    _M + "causal_conv1d.kernels.causal_conv1d_bwd_kernel": KernelInfo(
+        "vector", CONV_SCENARIOS, tiles=conv_kernels.BWD_TILES),
+    _M + "causal_conv1d.kernels.causal_conv1d_states_fwd_kernel": KernelInfo(
+        "vector", CONV_STATE_SCENARIOS, tiles=conv_kernels.STATES_FWD_TILES),
+    _M + "causal_conv1d.kernels.causal_conv1d_states_bwd_kernel": KernelInfo(
+        "vector", CONV_STATE_SCENARIOS, tiles=conv_kernels.STATES_BWD_TILES),
+    _M + "causal_conv1d.kernels.causal_conv1d_update_kernel": KernelInfo(
+        "vector", CONV_UPDATE_SCENARIOS, tiles=conv_kernels.UPDATE_TILES),
     _M + "cp.chain.affine_step_kernel": KernelInfo(
         "cube", CHAIN_SCENARIOS,
         # bishengir-compile's plan (A2): one [BK, BV] fp32 buffer in UB (the dots' operands stay in L1 / L0)
