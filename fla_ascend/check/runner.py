@@ -90,7 +90,7 @@ def select_cases(cases: list[Case], kernels: list[str] | None = None, ops: list[
             stray = [k for k in unregistered if k == name or k.rsplit(".", 1)[-1] == name]
             if stray:
                 raise ValueError(f"--kernels: {name!r} ({stray[0]}) has no registry entry, so nothing checks it; "
-                                 "add it to KERNELS in fla_ascend/check/registry.py")
+                                 "add a Kernel to its op's spec (fla_ascend/ops/<op>/spec.py)")
             raise ValueError(f"--kernels: unknown kernel {name!r}; known kernels: {', '.join(sorted(short))}")
         chosen |= hits
     for name in ops or []:

@@ -23,7 +23,7 @@ def test_list(capsys):
 
 def test_failing_gate_gives_exit_1_and_files(monkeypatch, tmp_path, capsys):
     def wrong(**kw):
-        out = C._gdn_ref(**kw)
+        out = C.OPS["chunk_gated_delta_rule"].reference(**kw)
         return {"o": -out["o"], "final_state": out["final_state"]}
 
     monkeypatch.setitem(C.OPS["chunk_gated_delta_rule"].providers, "wrong", wrong)

@@ -86,7 +86,7 @@ def test_wrong_provider_fails_gate_and_is_not_timed(monkeypatch):
 
     def wrong(**kw):  # right shapes, wrong numbers
         calls.append(1)
-        o, ht = C._gdn_ref(**kw).values()
+        o, ht = C.OPS["chunk_gated_delta_rule"].reference(**kw).values()
         return {"o": o * 1.05, "final_state": ht}
 
     monkeypatch.setitem(C.OPS[OP].providers, "wrong", wrong)
@@ -114,7 +114,7 @@ def test_backward_error_is_reported_per_case(monkeypatch):
             raise NotImplementedError("backward is a separate issue")
 
     def fwd_only(**kw):
-        out = C._gdn_ref(**kw)
+        out = C.OPS["chunk_gated_delta_rule"].reference(**kw)
         return {"o": NoBackward.apply(out["o"]), "final_state": out["final_state"]}
 
     monkeypatch.setitem(C.OPS[OP].providers, "fwdonly", fwd_only)
