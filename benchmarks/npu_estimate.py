@@ -20,7 +20,7 @@ import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-from fla_ascend.check.estimate import OPS  # noqa: E402
+from fla_ascend.check.estimate import estimated_ops  # noqa: E402
 from fla_ascend.check.estimate_cli import markdown, plot_png, side_by_side, summary_markdown  # noqa: E402
 
 
@@ -34,7 +34,7 @@ def main() -> int:
     os.makedirs(args.out, exist_ok=True)
     status = 0
     if not args.summary_only:
-        for op in list(OPS) + ["calibration"]:
+        for op in estimated_ops() + ["calibration"]:
             base = os.path.join(args.out, op)
             cmd = [sys.executable, "-m", "fla_ascend.cli", "estimate", op, "--chip", args.chip, "--json",
                    base + ".json", "--markdown", base + ".md", "--quiet"]
@@ -43,7 +43,7 @@ def main() -> int:
             print("$", " ".join(cmd[2:]), flush=True)
             status |= subprocess.run(cmd).returncode
     reports = []
-    for op in OPS:
+    for op in estimated_ops():
         path = os.path.join(args.out, op + ".json")
         if os.path.exists(path):
             with open(path) as f:

@@ -45,7 +45,7 @@ from dataclasses import asdict, dataclass, field
 from fla_ascend.check import planeval
 from fla_ascend.tiling.chips import ChipSpec, get_chip
 
-__all__ = ["ASSUMPTIONS", "SHAPES", "OPS", "CALIBRATION", "LaunchEstimate", "OpEstimate", "Measured",
+__all__ = ["ASSUMPTIONS", "anchor_shapes", "estimated_ops", "CALIBRATION", "LaunchEstimate", "OpEstimate", "Measured",
            "estimate_launch", "estimate_op", "time_bound", "fla_available", "calibrate"]
 
 ASSUMPTIONS = {
@@ -68,132 +68,47 @@ def _a(name):
     return ASSUMPTIONS[name][0]
 
 
-# ----------------------------------------------------------------------------- shapes
-SHAPES = {
-    "chunk_gated_delta_rule": {
-        "B1-T4096-H16-HV32": dict(B=1, T=4096, H=16, HV=32, K=128, V=128),
-        "B4-T4096-H16-HV16": dict(B=4, T=4096, H=16, HV=16, K=128, V=128),
-        "B1-T32768-H16-HV32": dict(B=1, T=32768, H=16, HV=32, K=128, V=128),
-        "B8-T2048-H32-HV32": dict(B=8, T=2048, H=32, HV=32, K=128, V=128),
-        "small": dict(B=1, T=256, H=2, HV=4, K=128, V=128),
-    },
-    "fused_recurrent_gated_delta_rule": {
-        "B64-decode-H16-HV32": dict(B=64, T=1, H=16, HV=32, K=128, V=128),
-        "B256-decode-H16-HV32": dict(B=256, T=1, H=16, HV=32, K=128, V=128),
-        "small": dict(B=2, T=1, H=2, HV=4, K=128, V=128),
-    },
-    "causal_conv1d": {
-        "B4-T4096-D4096-W4": dict(B=4, T=4096, D=4096, W=4),
-        "B1-T32768-D8192-W4": dict(B=1, T=32768, D=8192, W=4),
-        "small": dict(B=2, T=256, D=256, W=4),
-    },
-    "l2norm": {
-        "B1-T4096-H16-D128": dict(B=1, T=4096, H=16, D=128),
-        "B1-T32768-H16-D128": dict(B=1, T=32768, H=16, D=128),
-        "small": dict(B=2, T=256, H=4, D=128),
-    },
-    "rms_norm_gated": {
-        "B1-T4096-HV32-D128": dict(B=1, T=4096, H=32, D=128),
-        "B1-T32768-HV32-D128": dict(B=1, T=32768, H=32, D=128),
-        "small": dict(B=2, T=256, H=4, D=128),
-    },
-}
-"""Anchor shapes per op (docs/estimate.md, "Shapes and commands"; the norms at the GDN layer's q/k and o shapes) and a
-``small`` case for CI."""
+# ----------------------------------------------------------------------------- shapes and calls
+def anchor_shapes(op: str, small: bool = False) -> list[tuple[str, dict]]:
+    """``[(name, shape)]`` the estimate runs ``op`` at: its spec's named shapes (the anchors;
+    docs/estimate.md, "Shapes and commands"), and with ``small`` its CI shape, named ``small``.
+
+    Raises:
+        ValueError: unknown op.
+    """
+    from fla_ascend.ops import catalog
+
+    spec = catalog.get(op)
+    names = catalog.named_shapes()
+    out = [(n, spec.complete_shape(names[n])) for n in spec.shapes]
+    return out + ([("small", dict(spec.ci_shape))] if small else [])
 
 
-def _empty(*shape, dtype=None, grad=False):
+def _run(op: str, side: str, shape: dict, mark) -> None:
+    """Call ``op`` (ours or flash-linear-attention's) at ``shape`` with bf16 zero inputs and the spec's
+    estimate arguments, ``mark("bwd")``, then its backward where it has one."""
     import torch
 
-    return torch.empty(*shape, dtype=dtype or torch.bfloat16).requires_grad_(grad)
+    from fla_ascend.ops import catalog
+    from fla_ascend.ops.spec import build_inputs, call
 
-
-def _gdn_inputs(s, grad):
-    import torch
-
-    B, T, H, HV, K, V = (s[k] for k in ("B", "T", "H", "HV", "K", "V"))
-    q, k = _empty(B, T, H, K, grad=grad), _empty(B, T, H, K, grad=grad)
-    v = _empty(B, T, HV, V, grad=grad)
-    g = torch.zeros(B, T, HV, dtype=torch.bfloat16).requires_grad_(grad)  # bf16 as in the anchors
-    beta = torch.zeros(B, T, HV, dtype=torch.bfloat16).requires_grad_(grad)
-    h0 = torch.zeros(B, HV, K, V, dtype=torch.float32).requires_grad_(grad)
-    return q, k, v, g, beta, h0
-
-
-def _sum(*ts):
-    out = 0.0
-    for t in ts:
-        if t is not None:
-            out = out + t.float().sum()
-    return out
-
-
-# each run(side, shape, mark): calls the op forward, mark("bwd"), then backward.
-def _run_chunk(side, s, mark):
-    q, k, v, g, beta, h0 = _gdn_inputs(s, True)
-    if side == "ours":
-        from fla_ascend.ops.gated_delta_rule.chunk import chunk_gated_delta_rule
-    else:
-        from fla.ops.gated_delta_rule import chunk_gated_delta_rule
-    o, ht = chunk_gated_delta_rule(q, k, v, g, beta, initial_state=h0, output_final_state=True)
+    spec = catalog.get(op)
+    optional = {i.name for i in spec.inputs if i.optional}
+    with_inputs = tuple(k for k, v in spec.estimate_kwargs.items() if k in optional and v is True)
+    extra = {k: v for k, v in spec.estimate_kwargs.items() if k not in optional}
+    backward = "fwdbwd" in spec.modes
+    inputs = build_inputs(spec, shape, torch.bfloat16, "cpu", fill="zeros", optional=with_inputs, grad=backward)
+    outs = call(spec, spec.entry if side == "ours" else spec.fla, {**inputs, **extra})
     mark("bwd")
-    _sum(o, ht).backward()
+    if backward:
+        sum(o.float().sum() for o in outs.values() if o.requires_grad).backward()
 
 
-def _run_recurrent(side, s, mark):
-    q, k, v, g, beta, h0 = _gdn_inputs(s, False)
-    if side == "ours":
-        from fla_ascend.ops.gated_delta_rule.fused_recurrent import fused_recurrent_gated_delta_rule
-    else:
-        from fla.ops.gated_delta_rule import fused_recurrent_gated_delta_rule
-    fused_recurrent_gated_delta_rule(q, k, v, g, beta=beta, initial_state=h0, output_final_state=True,
-                                     use_qk_l2norm_in_kernel=True)
+def estimated_ops() -> list[str]:
+    """The ops the estimate covers: every benchmarked op of the catalogue."""
+    from fla_ascend.ops import catalog
 
-
-def _run_conv(side, s, mark):
-    B, T, D, W = (s[k] for k in ("B", "T", "D", "W"))
-    x = _empty(B, T, D, grad=True)
-    w, b = _empty(D, W, grad=True), _empty(D, grad=True)
-    if side == "ours":
-        from fla_ascend.ops.causal_conv1d.conv import causal_conv1d
-    else:
-        from fla.modules.causal_conv1d.ops import causal_conv1d
-    y, _ = causal_conv1d(x, w, b, activation="silu")
-    mark("bwd")
-    _sum(y).backward()
-
-
-def _run_l2norm(side, s, mark):
-    x = _empty(s["B"], s["T"], s["H"], s["D"], grad=True)
-    if side == "ours":
-        from fla_ascend.ops.norm.l2norm import l2norm
-    else:
-        from fla.modules.norm.l2norm import l2norm
-    y = l2norm(x)
-    mark("bwd")
-    _sum(y).backward()
-
-
-def _run_rms_gated(side, s, mark):
-    x, gt = _empty(s["B"], s["T"], s["H"], s["D"], grad=True), _empty(s["B"], s["T"], s["H"], s["D"], grad=True)
-    w = _empty(s["D"], grad=True)
-    if side == "ours":
-        from fla_ascend.ops.norm.rms_norm_gated import rms_norm_gated
-    else:
-        from fla.modules.norm.fused_norm_gate import rms_norm_gated
-    y = rms_norm_gated(x, gt, w, None, activation="swish")
-    mark("bwd")
-    _sum(y).backward()
-
-
-OPS = {
-    "chunk_gated_delta_rule": _run_chunk,
-    "fused_recurrent_gated_delta_rule": _run_recurrent,
-    "causal_conv1d": _run_conv,
-    "l2norm": _run_l2norm,
-    "rms_norm_gated": _run_rms_gated,
-}
-"""Op name -> runner ``(side, shape, mark)`` with ``side`` in ``("ours", "fla")``."""
+    return [n for n, s in catalog.specs().items() if s.benchmark]
 
 
 # ----------------------------------------------------------------------------- fla (optional)
@@ -514,8 +429,8 @@ def capture_op(op: str, shape: dict, chip: ChipSpec, side: str = "ours") -> list
     """
     from fla_ascend.check.runner import capture
 
-    if op not in OPS:
-        raise ValueError(f"op must be one of {', '.join(OPS)}, got {op!r}")
+    if op not in estimated_ops():
+        raise ValueError(f"op must be one of {', '.join(estimated_ops())}, got {op!r}")
     if side not in ("ours", "fla"):
         raise ValueError(f"side must be 'ours' or 'fla', got {side!r}")
     marks = []
@@ -524,7 +439,7 @@ def capture_op(op: str, shape: dict, chip: ChipSpec, side: str = "ours") -> list
     with ctx, capture(chip) as launches:
         _LIST[0] = launches
         try:
-            OPS[op](side, shape, lambda d: marks.append(len(launches)))
+            _run(op, side, shape, lambda d: marks.append(len(launches)))
         finally:
             _LIST[0] = None
     for la in launches:
@@ -538,12 +453,13 @@ def capture_op(op: str, shape: dict, chip: ChipSpec, side: str = "ours") -> list
 
 def estimate_op(op: str, shape_name: str, chip: ChipSpec | str = "Ascend910B2", side: str = "ours",
                 shape: dict | None = None, log=None) -> OpEstimate:
-    """Estimate every launch of ``op`` at ``SHAPES[op][shape_name]`` (or ``shape``) for ``side``.
+    """Estimate every launch of ``op`` at its anchor ``shape_name`` (:func:`anchor_shapes`; or at
+    ``shape``, then ``shape_name`` is only its label) for ``side``.
 
     A launch that fails to lower or compile is kept with its message; an op whose launcher fails is
     returned with ``error`` set."""
     chip = get_chip(chip)
-    shape = shape or SHAPES[op][shape_name]
+    shape = shape or dict(anchor_shapes(op, small=True))[shape_name]
     out = OpEstimate(op, shape_name, side, chip.name)
     try:
         launches = capture_op(op, shape, chip, side)

@@ -8,39 +8,29 @@ import re
 import sys
 import time
 
-STAGES = [  # (regex on the kernel name, stage) in order of precedence
-    (r"cumsum", "gate cumsum"),
-    (r"gva|group_sum", "GVA group sum"),
-    (r"dv_local", "dv local"),
-    (r"dqkwg|dg_bwd", "dq dk dw dg"),
-    (r"bwd_dh|dhu|h_bwd|delta_h_bwd", "state dh"),
-    (r"wy_bwd|wy_repr_bwd|prepare_wy", "WY bwd"),
-    (r"kkt|solve_tril|inverse|wy_fwd|recompute_w_u|fwd_intra", "WY fwd (kkt, inverse, w u)"),
-    (r"fwd_h|h_fwd", "state h"),
-    (r"fwd_o|o_fwd|chunk_o", "output o"),
-    (r"states", "conv states"),
-    (r"silu|_add_kernel", "conv activation / add"),
-    (r"dwdb|dh0", "conv dweight / dbias / dh0"),
-    (r"conv1d.*bwd|bwd.*conv1d|bwd_dx|bwd_seq", "conv bwd"),
-    (r"conv1d", "conv fwd"),
-    (r"recurrent", "recurrent step"),
-    (r"l2norm|l2_norm", "l2norm"),
-    (r"norm", "norm"),
-]
 
+def stage_of(kernel: str, op: str | None = None) -> str:
+    """The logical stage a kernel belongs to, for side-by-side rows: a kernel of ours by its spec's
+    stage label; flash-linear-attention's by the ``fla_stages`` patterns of ``op``'s spec (then of
+    every spec, in catalogue order); else the kernel name itself."""
+    from fla_ascend.ops import catalog
 
-def stage_of(kernel: str) -> str:
-    """The logical stage a kernel belongs to (by name), for side-by-side rows."""
-    for pat, name in STAGES:
-        if re.search(pat, kernel):
-            return name
+    ours = {k.short_name: k.stage for _, k in catalog.kernels().values()}
+    if kernel in ours:
+        return ours[kernel]
+    specs = catalog.specs()
+    order = ([specs[op]] if op in specs else []) + list(specs.values())
+    for spec in order:
+        for pat, name in spec.fla_stages:
+            if re.search(pat, kernel):
+                return name
     return kernel
 
 
 def _stage_table(op_est: dict) -> dict:
     out: dict = {}
     for la in op_est["launches"]:
-        key = f"{la['direction']}: {stage_of(la['kernel'])}"
+        key = f"{la['direction']}: {stage_of(la['kernel'], op_est.get('op'))}"
         e = out.setdefault(key, {"time_us": 0.0, "bounds": {}, "launches": 0, "syncs": 0.0, "failed": []})
         e["launches"] += 1
         if la["ok"]:
@@ -215,40 +205,48 @@ def plot_png(report: dict, path: str) -> None:
     plt.close(fig)
 
 
-def _parse_shape(op: str, spec: str) -> list:
-    from fla_ascend.check.estimate import SHAPES
+def _parse_shape(op: str, text: str) -> list:
+    """``--shape``: ``anchors`` (the op's named shapes), ``all`` (and its CI shape ``small``),
+    ``small``, a named shape or shape key as ``fla-ascend bench --shapes`` takes them, or
+    ``KEY=VALUE,...`` over the op's first anchor."""
+    from fla_ascend.bench.cases import parse_shapes, shape_key
+    from fla_ascend.check.estimate import anchor_shapes
+    from fla_ascend.ops import catalog
 
-    if spec in ("anchors", "all"):
-        return [(k, v) for k, v in SHAPES[op].items() if k != "small" or spec == "all"]
-    if spec in SHAPES[op]:
-        return [(spec, SHAPES[op][spec])]
-    if "=" in spec:
-        base = dict(next(iter(SHAPES[op].values())))
-        for part in spec.split(","):
-            k, _, v = part.partition("=")
-            if k.strip() not in base:
-                raise ValueError(f"--shape key {k.strip()!r} is not a size of {op} (sizes: {', '.join(base)})")
-            try:
-                base[k.strip()] = int(v)
-            except ValueError:
-                raise ValueError(f"--shape {k.strip()}: expected a positive integer (KEY=VALUE,...), "
-                                 f"got {v!r}") from None
-            if base[k.strip()] < 1:
-                raise ValueError(f"--shape {k.strip()}: expected a positive integer, got {v!r}")
-        return [("-".join(f"{k}{v}" for k, v in base.items()), base)]
-    raise ValueError(f"--shape must be one of {', '.join(SHAPES[op])}, 'anchors', 'all' or KEY=VALUE,..., got {spec!r}")
+    spec = catalog.get(op)
+    if text in ("anchors", "all", "small"):
+        shapes = anchor_shapes(op, small=True)
+        return [s for s in shapes if (s[0] == "small") == (text == "small") or text == "all"]
+    if "=" in text:
+        base = dict(anchor_shapes(op)[0][1])
+        for part in text.split(","):
+            k, _, v = (x.strip() for x in part.partition("="))
+            if k not in base:
+                raise ValueError(f"--shape key {k!r} is not a size of {op} (sizes: {', '.join(base)})")
+            if not v.isdigit() or int(v) < 1:
+                raise ValueError(f"--shape {k}: expected a positive integer (KEY=VALUE,...), got {v!r}")
+            base[k] = int(v)
+        return [(shape_key(base), base)]
+    out = []
+    for label, shape in parse_shapes(text):
+        full = spec.complete_shape(shape)
+        if isinstance(full, str):
+            raise ValueError(f"--shape {label}: {full}")
+        out.append((label, full))
+    return out
 
 
 def build_parser(p: argparse.ArgumentParser | None = None) -> argparse.ArgumentParser:
-    from fla_ascend.check.estimate import OPS
+    from fla_ascend.check.estimate import estimated_ops
 
     p = p or argparse.ArgumentParser(prog="fla-ascend estimate")
-    p.add_argument("op", choices=list(OPS) + ["all", "calibration"],
+    p.add_argument("op", choices=estimated_ops() + ["all", "calibration"],
                    help="op to estimate (forward and backward launches); 'calibration' estimates the public "
                         "hardware measurements of flash-linear-attention's NPU kernels and prints the error")
     p.add_argument("--shape", default="anchors",
-                   help="shape name (see docs/estimate.md), 'anchors' (default), 'all', or KEY=VALUE,... "
-                        "(e.g. B=1,T=4096,H=16,HV=32,K=128,V=128)")
+                   help="'anchors' (default: the op's named shapes), 'all' (and 'small', its CI shape), a "
+                        "named shape or shape key as fla-ascend bench --shapes takes them (qwen3next, "
+                        "B1-T4096-H16-HV32-K128-V128), or KEY=VALUE,... over the first anchor (e.g. T=8192)")
     p.add_argument("--chip", default="Ascend910B2", help="Ascend SoC (default Ascend910B2)")
     p.add_argument("--against", choices=["fla"], default=None,
                    help="also estimate flash-linear-attention 0.6.0's NPU kernels (needs fla importable)")
@@ -262,13 +260,13 @@ def build_parser(p: argparse.ArgumentParser | None = None) -> argparse.ArgumentP
 
 def collect(args) -> dict:
     """Run the estimates the arguments ask for; returns the report dict."""
-    from fla_ascend.check.estimate import OPS, estimate_op, fla_available
+    from fla_ascend.check.estimate import estimate_op, estimated_ops, fla_available
     from fla_ascend.check.lower import require_compiler
     from fla_ascend.tiling.chips import get_chip
 
     require_compiler("estimate")
     chip = get_chip(args.chip)
-    ops = list(OPS) if args.op == "all" else [args.op]
+    ops = estimated_ops() if args.op == "all" else [args.op]
     fla_reason = fla_available() if args.against == "fla" else None
     if args.against == "fla" and fla_reason:
         raise RuntimeError(fla_reason)

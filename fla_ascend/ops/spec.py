@@ -235,8 +235,8 @@ def build_inputs(spec: OpSpec, shape: Mapping[str, int], dtype: torch.dtype = to
         dtype: the dtype of ``"in"`` inputs.
         device: where the tensors are put.
         seed: the same seed gives the same values (drawn on the CPU in float32, in input order).
-        fill: ``"random"`` (the inputs' draws and transforms) or ``"empty"`` (uninitialised: for
-            launch capture, where nothing runs).
+        fill: ``"random"`` (the inputs' draws and transforms), ``"zeros"`` or ``"empty"``
+            (uninitialised): the last two for launch capture, where no kernel runs.
         optional: names of optional inputs to include.
         grad: whether tensors of inputs with ``grad`` require gradients.
 
@@ -244,10 +244,10 @@ def build_inputs(spec: OpSpec, shape: Mapping[str, int], dtype: torch.dtype = to
         ``{name: tensor}`` plus :attr:`OpSpec.call_kwargs`.
 
     Raises:
-        ValueError: ``fill`` is neither ``"random"`` nor ``"empty"``, or an unknown optional name.
+        ValueError: an unknown ``fill`` or optional name.
     """
-    if fill not in ("random", "empty"):
-        raise ValueError(f"fill must be 'random' or 'empty', got {fill!r}")
+    if fill not in ("random", "zeros", "empty"):
+        raise ValueError(f"fill must be 'random', 'zeros' or 'empty', got {fill!r}")
     unknown = set(optional) - {i.name for i in spec.inputs if i.optional}
     if unknown:
         raise ValueError(f"{spec.name}: no optional inputs {sorted(unknown)}")
@@ -258,8 +258,8 @@ def build_inputs(spec: OpSpec, shape: Mapping[str, int], dtype: torch.dtype = to
             continue
         size = shape_dims(inp.shape, shape)
         dt = dtype if inp.dtype == "in" else _DTYPES[inp.dtype]
-        if fill == "empty":
-            t = torch.empty(size, dtype=dt, device=device)
+        if fill != "random":
+            t = (torch.empty if fill == "empty" else torch.zeros)(size, dtype=dt, device=device)
         else:
             draw = torch.randn if inp.draw == "randn" else torch.rand
             x = draw(*size, generator=gen, dtype=torch.float32)
