@@ -5,9 +5,8 @@
 1. **trace**: the op runs once on small example inputs under the Triton interpreter
    (``FLA_ASCEND_DEVICE=cpu``); every kernel launch is recorded: the kernel's module and name,
    each argument's type (tensor dtype and 16-byte alignment, int / float / bool value) and the
-   ``tl.constexpr`` values. Inputs come from the benchmark suite's op registry
-   (``fla_ascend.bench.cases.OPS``, first default shape scaled down for CPU) or, for ops the
-   suite does not list, from :data:`EXAMPLES`.
+   ``tl.constexpr`` values. Inputs are the op spec's (:mod:`fla_ascend.ops.catalog`: its first
+   named shape scaled down for the CPU, or the shape given).
 2. **compile**: with the interpreter off, each distinct launch is compiled with
    ``triton.compile(ASTSource(...), target=GPUTarget(...))`` and Triton's own dump
    (``TRITON_KERNEL_DUMP=1``, ``TRITON_ALWAYS_COMPILE=1``) keeps every stage it reached.
@@ -49,19 +48,6 @@ TARGETS = {"npu": ("triton-ascend", "Ascend910B2"), "cuda": ("triton", "90")}
 
 class IRCaptureError(RuntimeError):
     """Capture failed (wrong Triton for the target, op failed to run, nothing compiled)."""
-
-
-def _l2norm_example(dtype, device):
-    import torch
-
-    from fla_ascend.ops.norm.l2norm import l2norm
-
-    x = torch.randn(4, 16, 128, dtype=dtype, device=device, requires_grad=True)
-    return (lambda: l2norm(x)), [x]
-
-
-# op -> (dtype, device) -> (call, leaves needing grad): for ops the suite registry lacks.
-EXAMPLES = {"l2norm": _l2norm_example}
 
 
 # ---------------------------------------------------------------------------- trace (child)
@@ -137,29 +123,23 @@ def _trace(req: dict) -> dict:
     dtype = getattr(torch, req["dtype"])
     device = torch.device("cpu")
     op = req["op"]
-    if op in EXAMPLES:
-        call, leaves = EXAMPLES[op](dtype, device)
+    from fla_ascend.bench import cases
+    from fla_ascend.ops import catalog
+    from fla_ascend.ops.spec import build_inputs
+    from fla_ascend.ops.spec import call as call_op
+
+    if op not in known_ops():
+        raise IRCaptureError(f"op {op!r} is not in the op catalogue {known_ops()}")
+    spec = catalog.get(op)
+    if req.get("shape"):  # as given: the interpreter runs it, so keep T small
+        _, shape = cases.parse_shapes([req["shape"]])[0]
+        shape = spec.complete_shape(shape)
     else:
-        try:
-            from fla_ascend.bench import cases
-        except ImportError as e:
-            raise IRCaptureError(f"op {op!r} has no example and the benchmark registry is unavailable: {e}") from e
-        if op not in cases.OPS:
-            raise IRCaptureError(f"op {op!r} is neither in the benchmark registry {sorted(cases.OPS)} "
-                                 f"nor in {sorted(EXAMPLES)}")
-        spec = cases.OPS[op]
-        if req.get("shape"):  # as given: the interpreter runs it, so keep T small
-            _, shape = cases.parse_shapes([req["shape"]])[0]
-            shape = spec.complete_shape(shape)
-        else:
-            _, shape = cases.parse_shapes([spec.default_shapes[0]])[0]
-            shape = cases.scale_for_cpu(spec.complete_shape(shape), quick=True)
-        inputs = spec.make_inputs(shape, dtype, device, 0)
-        leaves = [inputs[n] for n in spec.grad_inputs if n in inputs] if req["mode"] == "fwdbwd" else []
-        for t in leaves:
-            t.requires_grad_(True)
-        fn = spec.providers["fla_ascend"]
-        call = lambda: fn(**inputs)  # noqa: E731
+        shape = cases.scale_for_cpu(spec.complete_shape(catalog.named_shapes()[spec.shapes[0]]), quick=True)
+    if isinstance(shape, str):
+        raise IRCaptureError(shape)
+    inputs = build_inputs(spec, shape, dtype, device, 0, grad=req["mode"] == "fwdbwd")
+    call = lambda: call_op(spec, spec.entry, inputs)  # noqa: E731
     out = call()
     if req["mode"] == "fwdbwd":
         outs = out.values() if isinstance(out, dict) else (out if isinstance(out, (tuple, list)) else [out])
@@ -390,13 +370,10 @@ def _flavour_of(python: str | None) -> tuple[str, str]:
 
 
 def known_ops() -> list[str]:
-    """The ops :func:`capture` traces: the benchmark registry's and :data:`EXAMPLES`' (only the
-    latter where the registry does not import)."""
-    try:
-        from fla_ascend.bench import cases
-    except ImportError:
-        return sorted(EXAMPLES)
-    return sorted(set(cases.OPS) | set(EXAMPLES))
+    """The ops :func:`capture` traces: every op of the catalogue with tensor inputs and a named shape."""
+    from fla_ascend.ops import catalog
+
+    return sorted(n for n, s in catalog.specs().items() if s.inputs and s.shapes)
 
 
 def check_capture(op: str, out_dir: str | Path | None = None, target: str = "npu", arch: str | None = None,
@@ -409,21 +386,23 @@ def check_capture(op: str, out_dir: str | Path | None = None, target: str = "npu
 
     Raises:
         ValueError: unknown op (the message lists the known ones), target or mode; an arch that
-            does not fit the target; ``shape`` malformed or given for an op traced with a fixed
-            example; ``out_dir`` a file or a folder of other files.
+            does not fit the target; ``shape`` malformed or lacking a dimension of the op;
+            ``out_dir`` a file or a folder of other files.
     """
-    if op not in EXAMPLES and op not in known_ops():
+    if op not in known_ops():
         raise ValueError(f"unknown op {op!r}; known ops: {', '.join(known_ops())}")
     if target not in TARGETS:
         raise ValueError(f"target must be one of {sorted(TARGETS)}, got {target!r}")
     if mode not in ("fwd", "fwdbwd"):
         raise ValueError(f"mode must be 'fwd' or 'fwdbwd', got {mode!r}")
     if shape is not None:
-        if op in EXAMPLES:
-            raise ValueError(f"op {op!r} is traced with a fixed example; shape is for the benchmark registry's ops")
         from fla_ascend.bench import cases
+        from fla_ascend.ops import catalog
 
-        cases.parse_shapes([shape])  # a malformed shape fails here, not in the child
+        _, parsed = cases.parse_shapes([shape])[0]  # a malformed shape fails here, not in the child
+        full = catalog.get(op).complete_shape(parsed)
+        if isinstance(full, str):
+            raise ValueError(f"shape: {full}")
     arch = arch or TARGETS[target][1]
     if target == "cuda" and not str(arch).isdigit():
         raise ValueError(f"arch for cuda must be a compute capability like '90', got {arch!r}")
@@ -443,7 +422,7 @@ def capture(op: str, out_dir: str | Path, target: str = "npu", arch: str | None 
     """Capture every compilation stage of ``op``'s kernels into ``out_dir``.
 
     Args:
-        op: op name (benchmark registry or :data:`EXAMPLES`).
+        op: op name (:func:`known_ops`).
         out_dir: output directory (created; an existing capture there is replaced).
         target: ``"npu"`` (triton-ascend) or ``"cuda"`` (upstream Triton).
         arch: NPU SoC name (default ``Ascend910B2``) or CUDA capability as an int string

@@ -24,16 +24,6 @@ from pathlib import Path
 
 PACKAGE = "fla_ascend"
 
-# op name -> entry module (the module that defines the public function). Ops not listed are
-# looked up as a public attribute of ``fla_ascend.ops`` or one of its sub-packages.
-ENTRY_MODULES: dict[str, str] = {
-    "chunk_gated_delta_rule": "fla_ascend.ops.gated_delta_rule.chunk",
-    "fused_recurrent_gated_delta_rule": "fla_ascend.ops.gated_delta_rule.fused_recurrent",
-    "l2norm": "fla_ascend.ops.norm.l2norm",
-    "rms_norm_gated": "fla_ascend.ops.norm.rms_norm_gated",
-    "causal_conv1d": "fla_ascend.ops.causal_conv1d.conv",
-}
-
 
 def package_root() -> Path:
     """Directory that holds the ``fla_ascend`` package (the repository root in a checkout)."""
@@ -108,8 +98,11 @@ def entry_module(op: str) -> str:
     """
     if not isinstance(op, str) or not op:
         raise ValueError(f"op must be a non-empty string, got {op!r}")
-    if op in ENTRY_MODULES and importlib.util.find_spec(ENTRY_MODULES[op]) is not None:
-        return ENTRY_MODULES[op]
+    from fla_ascend.ops import catalog
+
+    specs = catalog.specs()
+    if op in specs:
+        return specs[op].entry.split(":", 1)[0]
     import pkgutil
 
     ops_pkg = importlib.import_module(f"{PACKAGE}.ops")
@@ -124,7 +117,7 @@ def entry_module(op: str) -> str:
         obj = getattr(mod, op, None)
         if callable(obj) and getattr(obj, "__module__", "").startswith(f"{PACKAGE}.ops"):
             return obj.__module__
-    raise ValueError(f"op {op!r} is not a public op of fla_ascend.ops; known entry modules: {sorted(ENTRY_MODULES)}")
+    raise ValueError(f"op {op!r} is not a public op of fla_ascend.ops; the catalogue's ops: {sorted(specs)}")
 
 
 def op_source_files(op: str, root: Path | None = None) -> list[str]:
