@@ -20,8 +20,8 @@ import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-from fla_ascend.check.estimate import estimated_ops  # noqa: E402
-from fla_ascend.check.estimate_cli import markdown, plot_png, side_by_side, summary_markdown  # noqa: E402
+from fla_ascend.estimate.cli import markdown, plot_png, side_by_side, summary_markdown  # noqa: E402
+from fla_ascend.estimate.model import estimated_ops  # noqa: E402
 
 
 def main() -> int:

@@ -86,7 +86,7 @@ def bench_artifact(rows: list[dict]) -> dict:
 
 def estimate_report(rows: list[dict]) -> dict:
     """The selected stage rows as a ``fla-ascend estimate`` report (what
-    :func:`fla_ascend.check.estimate_cli.plot_png` draws): per op and shape, each stage's time of
+    :func:`fla_ascend.estimate.cli.plot_png` draws): per op and shape, each stage's time of
     ours (``fla_ascend``) and flash-linear-attention's, in microseconds."""
     cases: dict[tuple[str, str], dict] = {}
     for r in rows:
@@ -133,7 +133,7 @@ def main(argv=None) -> int:
 
         report.write_plot(bench_artifact(rows), args.out)
     else:
-        from fla_ascend.check import estimate_cli
+        from fla_ascend.estimate import cli as estimate_cli
 
         estimate_cli.plot_png(estimate_report(rows), args.out)
     print(f"plot_results: {len(rows)} rows -> {args.out}")

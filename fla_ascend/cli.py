@@ -18,8 +18,9 @@ _SUBCOMMANDS = [
     "fla_ascend.info_cli",
     "fla_ascend.bench.cli",
     "fla_ascend.round.cli",
+    "fla_ascend.ir.cli",
     "fla_ascend.check.cli",
-    "fla_ascend.check.estimate_cli",
+    "fla_ascend.estimate.cli",
     "fla_ascend.profiling.cli",
 ]
 

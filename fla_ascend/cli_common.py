@@ -9,13 +9,14 @@ status for usage errors; 1 is kept for a command's findings)."""
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import sys
 import tempfile
 from pathlib import Path
 
-__all__ = ["UsageError", "list_arg", "split_list", "output_file", "output_dir", "check_outputs", "plot_suffixes",
-           "require_cuda_gpu"]
+__all__ = ["UsageError", "interpreter_path", "list_arg", "split_list", "output_file", "output_dir", "check_outputs",
+           "plot_suffixes", "require_cuda_gpu"]
 
 
 class UsageError(ValueError):
@@ -197,3 +198,9 @@ def require_cuda_gpu(script: str) -> None:
         print(f"{script} needs a CUDA GPU (torch.cuda.is_available() is False here); nothing was run",
               file=sys.stderr)
         sys.exit(2)
+
+
+def interpreter_path(value: str) -> str:
+    """``--python``: a path (it has a separator) is made absolute, because the subprocesses run in
+    other folders; a bare name (``python3``) is left for ``PATH``."""
+    return os.path.abspath(value) if os.sep in value or (os.altsep and os.altsep in value) else value

@@ -31,8 +31,8 @@ ROOT = Path(__file__).resolve().parents[1]
 WORKBENCH_DEPS = ("pandas", "matplotlib", "rich")
 KERNEL_PACKAGES = ("fla_ascend.ops", "fla_ascend.modules", "fla_ascend.layers", "fla_ascend.integrations",
                    "fla_ascend.tiling")
-WORKBENCH_PACKAGES = ("fla_ascend.profiling", "fla_ascend.check", "fla_ascend.bench", "fla_ascend.round",
-                      "fla_ascend.console")
+WORKBENCH_PACKAGES = ("fla_ascend.profiling", "fla_ascend.check", "fla_ascend.estimate", "fla_ascend.ir",
+                      "fla_ascend.bench", "fla_ascend.round", "fla_ascend.console")
 HINT = 'pip install "fla-ascend[lab]" (from a clone: pip install ".[lab]")'
 
 
@@ -131,7 +131,7 @@ def test_every_workbench_package_names_the_extra():
     proc = _run(f"""
         import importlib, json
         out = {{}}
-        for name in {WORKBENCH_PACKAGES!r} + ("fla_ascend.profiling.readers", "fla_ascend.check.estimate"):
+        for name in {WORKBENCH_PACKAGES!r} + ("fla_ascend.profiling.readers", "fla_ascend.estimate.model"):
             try:
                 importlib.import_module(name)
                 out[name] = None

@@ -1,5 +1,5 @@
 """The check's compile stage: merge launches that lowered to the same specialisation, compile each
-distinct one with ``bishengir-compile`` (:func:`fla_ascend.check.compile.compile_module`) in parallel,
+distinct one with ``bishengir-compile`` (:func:`fla_ascend.compiler.bishengir.compile_module`) in parallel,
 and turn the compiled plan into report fields and findings.
 
 Findings (severity ``error`` on A2/A3 chips; on A5 ``warning`` unless ``strict_a5``):
@@ -16,7 +16,7 @@ import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 
-from fla_ascend.check.compile import compile_module, compiler_available, is_a5
+from fla_ascend.compiler.bishengir import compile_module, compiler_available, is_a5
 from fla_ascend.tiling.chips import ChipSpec
 
 __all__ = ["merge_specialisations", "compile_results", "UB_HEADROOM", "MODEL_MAX_RATIO"]

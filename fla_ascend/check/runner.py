@@ -18,9 +18,10 @@ import pkgutil
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 
-from fla_ascend.check import irscan, lint
-from fla_ascend.check.compile import ir_fingerprint
-from fla_ascend.check.lower import lower
+from fla_ascend.check import lint
+from fla_ascend.compiler import irscan
+from fla_ascend.compiler.bishengir import ir_fingerprint
+from fla_ascend.compiler.lower import lower
 from fla_ascend.tiling import ub
 from fla_ascend.tiling.chips import ChipSpec
 from fla_ascend.tiling.grid import MAX_GRID

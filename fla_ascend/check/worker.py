@@ -78,7 +78,7 @@ def chips_of(args) -> list[str]:
 def collect(args) -> dict:
     """Run everything and return the report dict (see docs/check.md for its keys)."""
     from fla_ascend.check import compiled, runner
-    from fla_ascend.check.lower import require_compiler
+    from fla_ascend.compiler.lower import require_compiler
     from fla_ascend.tiling.chips import get_chip
 
     require_compiler()

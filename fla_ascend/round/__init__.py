@@ -1,5 +1,5 @@
-"""Optimisation rounds with correctness and performance gates (``fla-ascend round``), and IR
-capture (``fla-ascend ir``). The CLI is a thin layer over :class:`Workspace`. Built on
+"""Optimisation rounds with correctness and performance gates (``fla-ascend round``). The CLI is a
+thin layer over :class:`Workspace`. Built on
 :mod:`fla_ascend.bench`: it needs the ``lab`` extra too."""
 from fla_ascend._extras import require as _require
 

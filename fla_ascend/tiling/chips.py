@@ -5,7 +5,7 @@ numbers come from public documents and configuration files rather than measureme
 numbers are ``None``, never guessed. Names are the A2/A3/A5 ones triton-ascend 3.2.0 accepts in
 ``TRITON_ASCEND_ARCH`` (``triton/backends/ascend/utils.py``, ``get_ascend_arch_from_env``), each also
 a ``--target`` that ``bishengir-compile`` (A2/A3) or ``bishengir-compile-a5`` (A5) accepts
-(tests/check/test_compile.py compiles a kernel for every row). The marketing names ``Ascend950PR``,
+(tests/compiler/test_compile.py compiles a kernel for every row). The marketing names ``Ascend950PR``,
 ``Ascend950`` and ``Ascend910_95`` are aliases of ``Ascend910_9599``: none is a compiler target
 (``Cannot find option named 'Ascend950PR'``).
 
@@ -20,7 +20,7 @@ Sources:
 - ``ascend-c-guide``: Ascend C programming guide (hardware architecture chapter): one Cube core does a
   16 x 16 x 16 fp16/bf16 matrix multiply-accumulate per cycle (4096 MACs); one Vector core processes
   256 bytes per cycle (128 fp16 or 64 fp32 lanes). Used by the time estimate
-  (``fla_ascend.check.estimate``); the clock is the 1800 MHz behind the derived peak.
+  (``fla_ascend.estimate.model``); the clock is the 1800 MHz behind the derived peak.
 """
 from __future__ import annotations
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from fla_ascend.check.cli import run_worker
-from fla_ascend.check.compile import compiler_available
+from fla_ascend.compiler.bishengir import compiler_available
 
 try:
     importlib.metadata.version("triton-ascend")

@@ -67,7 +67,7 @@ def _has_triton_ascend():
 
 @pytest.mark.skipif(not _has_triton_ascend(), reason="the check needs triton-ascend's front end")
 def test_check_of_one_kernel_takes_seconds(tmp_path):
-    from fla_ascend.check.compile import compiler_available
+    from fla_ascend.compiler.bishengir import compiler_available
 
     if not compiler_available("Ascend910B2"):
         pytest.skip("needs PyPI's ascendnpu-ir (bishengir-compile)")

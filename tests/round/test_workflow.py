@@ -164,7 +164,7 @@ def test_relative_python_path_is_made_absolute():
     path failed with 'No such file or directory'); a bare name stays for PATH."""
     import os
 
-    from fla_ascend.round.cli import _interpreter
+    from fla_ascend.cli_common import interpreter_path as _interpreter
 
     relative = os.path.join(".venv", "bin", "python")
     assert _interpreter(relative) == os.path.abspath(relative)

@@ -279,7 +279,7 @@ def _conv_bwd_tile_taps(
         b_w = tl.load(wt + j * D + o_d, mask=m_d, other=0.0).to(tl.float32)  # [BD]
         b_dx += b_dp * b_w[None, :]
         # the last iteration's tile, selected rather than assigned: a loaded tile carried out of a
-        # runtime loop crashes bishengir-compile-a5 (tests/check/compiler_repros/loop_carried_load.py)
+        # runtime loop crashes bishengir-compile-a5 (tests/compiler/compiler_repros/loop_carried_load.py)
         b_dp0 = tl.where(j == W - 1, b_dp, b_dp0)
     # b_dp0 is zero past the sequence end (its dy load was masked by m_t); the weight loop stays a
     # runtime loop on the NPU (one window load live at a time)

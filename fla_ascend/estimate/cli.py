@@ -210,7 +210,7 @@ def _parse_shape(op: str, text: str) -> list:
     ``small``, a named shape or shape key as ``fla-ascend bench --shapes`` takes them, or
     ``KEY=VALUE,...`` over the op's first anchor."""
     from fla_ascend.bench.cases import parse_shapes, shape_key
-    from fla_ascend.check.estimate import anchor_shapes
+    from fla_ascend.estimate.model import anchor_shapes
     from fla_ascend.ops import catalog
 
     spec = catalog.get(op)
@@ -237,7 +237,7 @@ def _parse_shape(op: str, text: str) -> list:
 
 
 def build_parser(p: argparse.ArgumentParser | None = None) -> argparse.ArgumentParser:
-    from fla_ascend.check.estimate import estimated_ops
+    from fla_ascend.estimate.model import estimated_ops
 
     p = p or argparse.ArgumentParser(prog="fla-ascend estimate")
     p.add_argument("op", choices=estimated_ops() + ["all", "calibration"],
@@ -260,8 +260,8 @@ def build_parser(p: argparse.ArgumentParser | None = None) -> argparse.ArgumentP
 
 def collect(args) -> dict:
     """Run the estimates the arguments ask for; returns the report dict."""
-    from fla_ascend.check.estimate import estimate_op, estimated_ops, fla_available
-    from fla_ascend.check.lower import require_compiler
+    from fla_ascend.compiler.lower import require_compiler
+    from fla_ascend.estimate.model import estimate_op, estimated_ops, fla_available
     from fla_ascend.tiling.chips import get_chip
 
     require_compiler("estimate")
@@ -283,7 +283,7 @@ def collect(args) -> dict:
                    + (" --against fla" if args.against else ""))
             cases.append({"op": op, "shape": name, "sizes": shape, "command": cmd, "ours": ours, "fla": theirs,
                           "rows": side_by_side(ours, theirs), "seconds": time.perf_counter() - t0})
-    from fla_ascend.check.estimate import ASSUMPTIONS
+    from fla_ascend.estimate.model import ASSUMPTIONS
 
     return {"chip": chip.name, "date": time.strftime("%Y-%m-%d"), "cases": cases,
             "chip_figures": {"hbm_bw": chip.hbm_bw, "clock_mhz": chip.clock_mhz, "cube_cores": chip.cube_cores,
@@ -306,8 +306,8 @@ def calibration_markdown(rows: list, chip: str) -> str:
 
 
 def _calibration(args) -> int:
-    from fla_ascend.check.estimate import calibrate, fla_available
-    from fla_ascend.check.lower import require_compiler
+    from fla_ascend.compiler.lower import require_compiler
+    from fla_ascend.estimate.model import calibrate, fla_available
 
     require_compiler("estimate")
     reason = fla_available()
@@ -336,7 +336,7 @@ def check_output_options(args) -> None:
                          ("--png", args.png, plot_suffixes() if args.png else None)])
 
 
-WORKER_MODULE = "fla_ascend.check.estimate_cli"
+WORKER_MODULE = "fla_ascend.estimate.cli"
 """What ``fla-ascend estimate`` runs as ``python -m`` in its worker process (no Triton interpreter,
 backend told it targets an NPU: :func:`fla_ascend.check.cli.worker_env`): this module's
 :func:`worker_main`."""

@@ -14,9 +14,9 @@ except importlib.metadata.PackageNotFoundError:
     pytest.skip("the estimate needs triton-ascend's compiler front end (not upstream Triton)", allow_module_level=True)
 
 from fla_ascend.check.cli import run_worker  # noqa: E402
-from fla_ascend.check.compile import compiler_available  # noqa: E402
-from fla_ascend.check.estimate import anchor_shapes, estimated_ops  # noqa: E402
-from fla_ascend.check.estimate_cli import WORKER_MODULE, side_by_side, stage_of  # noqa: E402
+from fla_ascend.compiler.bishengir import compiler_available  # noqa: E402
+from fla_ascend.estimate.cli import WORKER_MODULE, side_by_side, stage_of  # noqa: E402
+from fla_ascend.estimate.model import anchor_shapes, estimated_ops  # noqa: E402
 
 if not compiler_available("Ascend910B2"):
     pytest.skip("bishengir-compile (PyPI ascendnpu-ir) is not installed", allow_module_level=True)
@@ -95,7 +95,7 @@ def test_side_by_side_rows():
 def test_against_flash_linear_attention(tmp_path):
     """flash-linear-attention 0.6.0's NPU l2norm, captured and compiled the same way, moves the same
     bytes as ours at the small shape (needs fla importable: an optional benchmark dependency)."""
-    from fla_ascend.check.estimate import fla_available
+    from fla_ascend.estimate.model import fla_available
 
     if fla_available():
         pytest.skip(fla_available())

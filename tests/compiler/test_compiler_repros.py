@@ -1,4 +1,4 @@
-"""Each module of tests/check/compiler_repros reproduces one bishengir-compile failure: its
+"""Each module of tests/compiler/compiler_repros reproduces one bishengir-compile failure: its
 ``kernel`` fails on ``CHIP`` with ``MESSAGE`` in the compiler's output, and its ``fixed_kernel`` (the
 restructuring the package's kernels use) compiles there and on Ascend910B2.
 
@@ -20,8 +20,8 @@ REPROS = sorted(p.stem for p in HERE.glob("*.py"))
 
 _CHILD = r"""
 import importlib.util, json, sys
-from fla_ascend.check.compile import compile_module
-from fla_ascend.check.lower import lower
+from fla_ascend.compiler.bishengir import compile_module
+from fla_ascend.compiler.lower import lower
 from fla_ascend.tiling.chips import get_chip
 spec = importlib.util.spec_from_file_location("repro", sys.argv[1])
 mod = importlib.util.module_from_spec(spec)
@@ -42,7 +42,7 @@ def _available() -> bool:
         importlib.metadata.version("triton-ascend")
     except importlib.metadata.PackageNotFoundError:
         return False
-    from fla_ascend.check.compile import compiler_available
+    from fla_ascend.compiler.bishengir import compiler_available
 
     return compiler_available("Ascend910B2") and compiler_available("Ascend910_9599")
 

@@ -1,4 +1,4 @@
-"""bishengir-compile as the check's judge (fla_ascend.check.compile): argv, error classification,
+"""bishengir-compile as the check's judge (fla_ascend.compiler.bishengir): argv, error classification,
 the compiled module's facts, the cache, and every chip name of the table as a compiler target.
 
 The ttadapter fixtures under ``ttadapter/`` are triton-ascend 3.2.0's lowering of three tiny kernels
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from fla_ascend.check.compile import (
+from fla_ascend.compiler.bishengir import (
     classify_error,
     compile_argv,
     compile_module,
@@ -161,9 +161,9 @@ def test_every_chip_name_is_a_compiler_target(tmp_path):
 def test_missing_compiler_falls_back_to_lowering_only(monkeypatch, tmp_path):
     """Without ascendnpu-ir the compile stage says so and leaves every launch uncompiled (the report
     names the chip 'lowering only'); compile_module returns a 'no_compiler' result, not an exception."""
-    from fla_ascend.check import compile as compile_mod
     from fla_ascend.check import compiled
     from fla_ascend.check.runner import CaseResult
+    from fla_ascend.compiler import bishengir as compile_mod
     from fla_ascend.tiling.chips import get_chip
 
     monkeypatch.setattr(compiled, "compiler_available", lambda chip: False)

@@ -3,7 +3,7 @@ and grid, tail sizes from affine.min, DMA bytes, Cube MACs, vector bytes, scalar
 unresolved bounds. Pure text: runs in every environment."""
 import pytest
 
-from fla_ascend.check import planeval
+from fla_ascend.compiler import planeval
 
 MODULE = """\
 #map = affine_map<()[s0, s1] -> (64, s0 - s1)>

@@ -2,9 +2,9 @@
 
 For one op at one shape: every kernel launch of its forward and backward is captured from the real
 launcher (:func:`fla_ascend.check.runner.capture`, the launch plan of the target chip), lowered with
-triton-ascend's front end (:func:`fla_ascend.check.lower.lower`), compiled with Ascend's own compiler
-(:func:`fla_ascend.check.compile.compile_module`, cached), and the compiled module is walked with the
-launch's real arguments and grid (:mod:`fla_ascend.check.planeval`). The counts per core give a time
+triton-ascend's front end (:func:`fla_ascend.compiler.lower.lower`), compiled with Ascend's own compiler
+(:func:`fla_ascend.compiler.bishengir.compile_module`, cached), and the compiled module is walked with the
+launch's real arguments and grid (:mod:`fla_ascend.compiler.planeval`). The counts per core give a time
 bound per launch::
 
     t = max(t_hbm, t_dma, t_cube, t_vector, t_scalar) + n_sync * SYNC_S + LAUNCH_S + (rounds - 1) * ROUND_S
@@ -31,7 +31,7 @@ capture with its NPU backends selected, its autotuned kernels are estimated for 
 best one is kept (what its autotuner would pick if the estimate were the clock).
 
 Run only in a worker process without the Triton interpreter: ``fla-ascend estimate`` starts one,
-``python -m fla_ascend.check.estimate_cli`` (:func:`fla_ascend.check.estimate_cli.worker_main`).
+``python -m fla_ascend.estimate.cli`` (:func:`fla_ascend.estimate.cli.worker_main`).
 """
 from __future__ import annotations
 
@@ -42,7 +42,7 @@ import time
 import types
 from dataclasses import asdict, dataclass, field
 
-from fla_ascend.check import planeval
+from fla_ascend.compiler import planeval
 from fla_ascend.tiling.chips import ChipSpec, get_chip
 
 __all__ = ["ASSUMPTIONS", "anchor_shapes", "estimated_ops", "CALIBRATION", "LaunchEstimate", "OpEstimate", "Measured",
@@ -296,8 +296,8 @@ def estimate_launch(la, chip: ChipSpec, direction: str = "fwd", timeout_s: float
     """Lower, compile (cached) and evaluate one captured launch (:class:`fla_ascend.check.runner.Launch`).
 
     A lowering or compile failure is returned in ``error`` (``ok=False``), not raised."""
-    from fla_ascend.check.compile import _KNOWN_OPTIONS, compile_module
-    from fla_ascend.check.lower import lower
+    from fla_ascend.compiler.bishengir import _KNOWN_OPTIONS, compile_module
+    from fla_ascend.compiler.lower import lower
 
     fn = la.fn
     params = {p.name for p in fn.params}

@@ -6,7 +6,7 @@ import shutil
 import pytest
 
 from fla_ascend import backend
-from fla_ascend.round import ir
+from fla_ascend.ir import capture as ir
 
 ascend = pytest.mark.skipif(backend.triton_flavour() != "triton-ascend",
                             reason="NPU IR capture needs triton-ascend (this environment has upstream Triton)")

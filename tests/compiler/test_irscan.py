@@ -1,5 +1,5 @@
 """IR scanner on hand-written ttadapter snippets (no compiler needed)."""
-from fla_ascend.check.irscan import scan
+from fla_ascend.compiler.irscan import scan
 
 IR = '''
 module {

@@ -1,6 +1,6 @@
 """IR capture of an op's kernels at every compilation stage, and listing / diffing of captures.
 
-``capture`` works in two subprocesses (both ``python -m fla_ascend.round.ir``):
+``capture`` works in two subprocesses (both ``python -m fla_ascend.ir.capture``):
 
 1. **trace**: the op runs once on small example inputs under the Triton interpreter
    (``FLA_ASCEND_DEVICE=cpu``); every kernel launch is recorded: the kernel's module and name,
@@ -337,7 +337,7 @@ def _run_child(cmd: str, req: dict, env_extra: dict, root: Path, python: str | N
     env.pop("TRITON_INTERPRET", None)
     env.update(env_extra)
     env["PYTHONPATH"] = os.pathsep.join([str(root)] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
-    proc = subprocess.run([python or sys.executable, "-m", f"{PACKAGE}.round.ir", cmd, str(req_path)],
+    proc = subprocess.run([python or sys.executable, "-m", f"{PACKAGE}.ir.capture", cmd, str(req_path)],
                           cwd=root, env=env, capture_output=True, text=True)
     if proc.returncode != 0 or not out_path.is_file():
         tail = (proc.stdout[-1500:] + "\n" + proc.stderr[-3000:]).strip()

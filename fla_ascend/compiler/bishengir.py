@@ -2,7 +2,7 @@
 and read the facts of the compiled plan.
 
 triton-ascend 3.2.0's NPU pipeline is ttir -> ttadapter (linalg) -> ``bishengir-compile`` -> ``hivmc``
--> ``kernel.o``. :func:`fla_ascend.check.lower.lower` gives the ttadapter text; :func:`compile_module`
+-> ``kernel.o``. :func:`fla_ascend.compiler.lower.lower` gives the ttadapter text; :func:`compile_module`
 runs the next stage with the argv triton-ascend builds (``triton/backends/ascend/compiler.py``,
 ``linalg_to_bin_enable_npu_compile_A2_A3`` and ``..._910_95``):
 
@@ -29,7 +29,7 @@ version; :func:`ir_fingerprint`) under
 
 Usage::
 
-    from fla_ascend.check.compile import compile_module
+    from fla_ascend.compiler.bishengir import compile_module
     res = compile_module(ttadapter_text, "Ascend910B2", {}, timeout_s=300)
     if res.ok:
         res.facts.core_type, res.facts.planned_bytes["ub"], res.facts.cross_core_syncs
@@ -458,7 +458,7 @@ def compile_module(ttadapter_text: str, chip, launch_options: dict | None = None
     """Compile one kernel's ttadapter module with ``bishengir-compile`` for ``chip``.
 
     Args:
-        ttadapter_text: the ``ttadapter`` stage's text (:attr:`fla_ascend.check.lower.Lowered.ttadapter`);
+        ttadapter_text: the ``ttadapter`` stage's text (:attr:`fla_ascend.compiler.lower.Lowered.ttadapter`);
             its ``mix_mode`` attribute is removed first, as triton-ascend does.
         chip: target name or :class:`fla_ascend.tiling.chips.ChipSpec` (its ``name``); A5 names go to
             ``bishengir-compile-a5``.

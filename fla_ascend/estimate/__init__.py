@@ -1,0 +1,9 @@
+"""Static NPU time estimates per kernel launch from the compiled plan (``fla-ascend estimate``):
+the model (:mod:`.model`) and the command with its reports (:mod:`.cli`). See docs/estimate.md.
+
+Part of the workbench: its reports need rich and matplotlib, from the ``lab`` extra (the
+``npu-check`` extra brings them too, with the Ascend compiler); without them importing this
+package raises an ``ImportError`` that says so."""
+from fla_ascend._extras import require as _require
+
+_require(__name__, "rich", "matplotlib")
