@@ -428,7 +428,7 @@ def run_isolated(
                         rs = [dict(r, provider=rev["provider"], speedup={}) for r in rs]
                     got[i] = store[i] = rs
                     now = time.monotonic()
-                    log(f"{tag(i)}{suffix}: {status_line(rs)} ({now - clock['t']:.0f} s)")
+                    log(f"{tag(i)}: {status_line(rs)} ({now - clock['t']:.0f} s)")
                     clock["t"] = now
                     finished += 1
                 if finished:
@@ -485,10 +485,6 @@ def run_isolated(
             if rev:
                 run_group(group, "rev")
             flush(plot=True)
-            if backend.device_type() == "cuda":
-                import torch
-
-                torch.cuda.empty_cache()
         flush(plot=True, complete=True)
     finally:
         if rev_dir is not None:
@@ -566,8 +562,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {e}", file=sys.stderr)
         return 2
     report.print_table(art, compact=True)
+    n = art["meta"].get("processes")
     print(f"wrote {args.out}/{args.stem}.json, .md, .png ({art['meta'].get('wall_s')} s, "
-          f"{art['meta'].get('processes')} processes, {ISOLATION[args.isolate]})")
+          f"{n} process{'' if n == 1 else 'es'}, {ISOLATION[args.isolate]})")
     return 1 if report.failed(art) else 0
 
 
