@@ -13,7 +13,7 @@ run here. Isolation:
 
 The parent never touches the device (apart from device detection): a child writes its artifact
 after every provider row; the parent reads it, prints one line per finished case with its time,
-and rewrites the merged JSON and Markdown after every case and the PNG after every process.
+and rewrites the merged JSON and Markdown after every case and the PNG after every op.
 
 ``compare=REV`` (``--compare``) benchmarks another git revision of fla-ascend beside this tree:
 ``git archive REV fla_ascend`` is unpacked into a temporary folder, and after each group of this
@@ -163,10 +163,12 @@ _REV_MAIN = ("import os, sys; tree = os.path.realpath(sys.argv.pop(1)); sys.path
              "from fla_ascend.cli import main; sys.exit(main(sys.argv[1:]))")
 
 
-def _watch(cmd, env, cwd, part: Path, log_path: Path, timeout_s: float, deadline: float | None, on_rows):
+def _watch(cmd, env, cwd, part: Path, log_path: Path, timeout_s: float, deadline: float | None, on_rows,
+           started=None):
     """Run one child, calling ``on_rows(rows)`` whenever its artifact changes; ``on_rows`` returns
     how many cases the new rows finished. The child is killed when no case has finished for
-    ``timeout_s`` seconds, or once a case finishes after ``deadline``.
+    ``timeout_s`` seconds, or once a case finishes after ``deadline``. ``started()``, when given,
+    runs once while the child starts up (the previous process's plot is drawn then).
 
     Returns:
         ``(status, tail)``: the exit code, ``"timeout"`` or ``"budget"``; the last lines of the
@@ -189,6 +191,8 @@ def _watch(cmd, env, cwd, part: Path, log_path: Path, timeout_s: float, deadline
     state = {"stamp": None}
     with open(log_path, "w") as log:
         proc = subprocess.Popen(cmd, env=env, cwd=cwd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        if started is not None:
+            started()
         last = time.monotonic()
         status = None
         while status is None:
@@ -323,7 +327,7 @@ def run_isolated(
     done: dict[int, list[dict]] = {}  # case index -> this tree's rows
     done_rev: dict[int, list[dict]] = {}  # case index -> the compared revision's rows
     merged = {"schema": suite.SCHEMA, "meta": None, "results": [], "notes": notes}
-    stats = {"processes": 0}
+    stats = {"processes": 0, "plot": False}
 
     def flush(plot: bool, complete: bool = False):
         merged["results"] = [r for i in range(len(plan)) for r in done.get(i, []) + done_rev.get(i, [])]
@@ -347,6 +351,11 @@ def run_isolated(
                 report.write_plot(merged, out_dir / f"{stem}.png")
             except Exception as e:  # a plot problem must not lose the table
                 log(f"plot failed: {e}")
+
+    def plot_pending():
+        if stats["plot"]:
+            stats["plot"] = False
+            flush(plot=True)
 
     def tag(i):
         op, _, shape, _, mode = plan[i]
@@ -435,7 +444,7 @@ def run_isolated(
                     flush(plot=False)
                 return finished
 
-            status, tail = _watch(cmd, cenv, cwd, part, log_path, timeout_s, deadline, on_rows)
+            status, tail = _watch(cmd, cenv, cwd, part, log_path, timeout_s, deadline, on_rows, started=plot_pending)
             if part.exists() and merged["meta"] is None and which == "here":
                 try:
                     merged["meta"] = json.loads(part.read_text())["meta"]
@@ -484,7 +493,7 @@ def run_isolated(
             run_group(group, "here")
             if rev:
                 run_group(group, "rev")
-            flush(plot=True)
+            stats["plot"] = True  # drawn while the next process starts, or at the end
         flush(plot=True, complete=True)
     finally:
         if rev_dir is not None:

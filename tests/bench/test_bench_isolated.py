@@ -123,3 +123,10 @@ def test_bad_isolate_and_compare_are_refused(tmp_path):
         isolated.run_isolated(tmp_path, ops=["l2norm"], isolate="shape", log=_quiet)
     if shutil.which("git") is not None:
         assert isolated.main(["--out", str(tmp_path), "--ops", "l2norm", "--compare", "no-such-rev-x"]) == 2
+
+
+def test_a_spent_budget_skips_without_starting_a_process(tmp_path):
+    art = isolated.run_isolated(tmp_path, ops=["l2norm"], shapes=f"{TINY};{SMALL}", modes=["fwd"],
+                                providers=["fla_ascend", "torch_ref"], budget_s=0, log=_quiet)
+    assert len(art["results"]) == 4 and art["meta"]["processes"] == 0
+    assert all(r["correct"] is None and "time budget" in r["skipped"] for r in art["results"])
