@@ -227,7 +227,7 @@ def _watch(cmd, env, cwd, part: Path, log_path: Path, timeout_s: float, deadline
 def run_isolated(
     out_dir: str | Path,
     ops: list[str] | None = None,
-    shapes: str | None = None,
+    shapes: str | list[str] | None = None,
     modes: list[str] | None = None,
     providers: list[str] | None = None,
     dtype: str | None = None,
@@ -287,6 +287,8 @@ def run_isolated(
     suite._check_names("providers", providers, sorted({p for op in ops for p in C.OPS[op].providers}))
     tdtype = suite.parse_dtype(dtype)
     dtype_name = str(tdtype).replace("torch.", "")
+    if isinstance(shapes, (list, tuple)):
+        shapes = ";".join(shapes)
     plan, notes = suite.plan_cases(ops, shapes, modes, quick=quick)
     keys = [(op, C.shape_key(shape), mode) for op, _, shape, _, mode in plan]
     op_providers = {op: [p for p in providers if p in C.OPS[op].providers] for op in ops}
