@@ -1,6 +1,8 @@
-"""Full benchmark table, one process per (op, shape, mode): JSON, Markdown and PNG under --out.
+"""Full benchmark table, one process per op (``--isolate case``: per (op, shape, mode)): JSON,
+Markdown and PNG under --out.
 
     PYTHONPATH=. python benchmarks/run_all.py --out out --shapes all --modes fwd,fwdbwd
+    PYTHONPATH=. python benchmarks/run_all.py --out out --shapes anchors --compare HEAD~1
 
 Thin wrapper over :mod:`fla_ascend.bench.isolated`; see docs/bench.md.
 """

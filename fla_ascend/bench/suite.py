@@ -232,6 +232,7 @@ def run_suite(
     measure_peaks: bool = True,
     console=None,
     on_case=None,
+    only=None,
 ) -> dict[str, Any]:
     """Run the benchmark suite and return the artifact dict (schema ``fla-ascend-bench/1``).
 
@@ -254,6 +255,9 @@ def run_suite(
         on_case: called after every case with the artifact so far (``meta["complete"]`` is
             ``False``, speedups filled for the cases done), so that a caller can save partial
             results of a run that may be stopped (a device time limit).
+        only: ``None``, or the ``(op, shape key, mode)`` triples to run out of the planned cases
+            (the others are left out silently): how :mod:`fla_ascend.bench.isolated` runs a part
+            of one op's cases in a fresh process.
 
     Returns:
         ``{"schema", "meta", "results", "notes"}``; each result row has the contract's fields
@@ -288,6 +292,9 @@ def run_suite(
     _check_names("providers", providers, known_providers)
     tdtype = parse_dtype(dtype)
     plan, notes = plan_cases(ops, shapes, modes, full_size=full_size, quick=quick)
+    if only is not None:
+        keep = {tuple(k) for k in only}
+        plan = [c for c in plan if (c[0], C.shape_key(c[2]), c[4]) in keep]
     notes = pre_notes + notes
     if not explicit_providers and "fla" in providers:
         why = fla_left_out()
