@@ -39,9 +39,17 @@ def test_bad_names():
 
 
 def test_detect_from_env(monkeypatch):
+    """TRITON_ASCEND_ARCH feeds the default target's detection (environment_chip); get_chip(None)
+    and detect_chip give the active target's chip, DEFAULT_CHIP when it has none."""
+    from fla_ascend import backend
+
     monkeypatch.setenv("TRITON_ASCEND_ARCH", "Ascend910B3")
-    assert chips.detect_chip() == "Ascend910B3"
-    assert chips.get_chip(None).name == "Ascend910B3"
+    assert chips.environment_chip() == "Ascend910B3"
     monkeypatch.setenv("TRITON_ASCEND_ARCH", "nonsense")
-    assert chips.detect_chip() is None
-    assert chips.get_chip(None).name == chips.DEFAULT_CHIP
+    assert chips.environment_chip() is None
+    with backend.use(backend.current().replace(chip=chips.get_chip("Ascend910B3"))):
+        assert chips.detect_chip() == "Ascend910B3"
+        assert chips.get_chip(None).name == "Ascend910B3"
+    with backend.use(backend.current().replace(chip=None)):
+        assert chips.detect_chip() is None
+        assert chips.get_chip(None).name == chips.DEFAULT_CHIP
