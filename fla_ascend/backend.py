@@ -142,11 +142,12 @@ _DEVICE_TYPES = ("npu", "cuda", "cpu")
 _EMPTY: Mapping = MappingProxyType({})
 
 OVERRIDE_TABLES = frozenset({"chunk_stages", "causal_conv1d", "fused_recurrent_gated_delta_rule", "l2norm",
-                             "rms_norm_gated"})
+                             "rms_norm_gated", "gva_group_sum"})
 """Names of the launch tables a :class:`Target` may override: ``chunk_stages``
 (:data:`fla_ascend.ops.common.tiles.CUDA_LAUNCH`, stage -> entry), ``causal_conv1d``
 (``conv.CUDA_TILES``), ``fused_recurrent_gated_delta_rule`` (``fused_recurrent.CUDA_TILES``),
-``l2norm`` and ``rms_norm_gated`` (their modules' ``CUDA_TILES``)."""
+``l2norm`` and ``rms_norm_gated`` (their modules' ``CUDA_TILES``), ``gva_group_sum``
+(:data:`fla_ascend.ops.common.gva.TILES`)."""
 
 
 def _freeze(overrides: Mapping) -> Mapping:

@@ -211,7 +211,7 @@ def test_tile_ab_script(tmp_path, op, variant, module, attr):
     assert mod.main(["--op", op, "--variants", ",", "--out", str(tmp_path)]) == 2
 
 
-def test_launch_plan_ab_script(tmp_path, monkeypatch):
+def test_launch_plan_ab_script(tmp_path):
     """benchmarks/ab_launch_plans.py: each plan sets the launch it names and restores the shipped
     one (checked with a faked CUDA build, where the plans differ), and a quick run gates every row."""
     import importlib.util
@@ -224,18 +224,19 @@ def test_launch_plan_ab_script(tmp_path, monkeypatch):
     spec = importlib.util.spec_from_file_location("ab_launch_plans", path)
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
-    shipped = (grid.CUDA_MAX_GRID_X, mod.conv._grid3d)
-    monkeypatch.setattr(backend, "is_cuda_compiled", lambda: True)
-    with mod.plan("capped"):
-        assert grid.task_plan(grid.MAX_GRID + 1, "vector").task_loop
-        assert mod.conv._grid3d(4, 8, 1) is None
-    with mod.plan("grid-x"):
-        assert not grid.task_plan(grid.MAX_GRID + 1, "vector").task_loop
-        assert mod.conv._grid3d(4, 8, 1) is None
-    with mod.plan("grid3d"):
-        assert mod.conv._grid3d(4, 8, 1) == (4, 8, 1)
-    assert (grid.CUDA_MAX_GRID_X, mod.conv._grid3d) == shipped
-    monkeypatch.undo()
+    before = backend.current()
+    gpu = before.replace(device_type="cuda", interpret=False, cube_cores=132, vector_cores=132, tensor_device="cpu")
+    with backend.use(gpu):
+        with mod.plan("capped"):
+            assert grid.task_plan(grid.MAX_GRID + 1, "vector").task_loop
+            assert mod.conv._grid3d(4, 8, 1) is None
+        with mod.plan("grid-x"):
+            assert not grid.task_plan(grid.MAX_GRID + 1, "vector").task_loop
+            assert mod.conv._grid3d(4, 8, 1) is None
+        with mod.plan("grid3d"):
+            assert mod.conv._grid3d(4, 8, 1) == (4, 8, 1)
+        assert backend.current() is gpu
+    assert backend.current() is before and grid.cuda_max_grid_x() == grid.CUDA_MAX_GRID_X
     assert mod.main(["--quick", "--rounds", "1", "--modes", "fwd", "--out", str(tmp_path)]) == 0
     rows = json.loads((tmp_path / "launch_plans.json").read_text())
     assert {(r["op"], r["plan"]) for r in rows} == {(op, p) for op, _, plans in mod.JOBS for p in plans}
