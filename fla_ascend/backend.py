@@ -176,7 +176,9 @@ class Target:
             task loop). The default target has the process's ``TRITON_INTERPRET``; ``False`` while
             the process interprets emulates a compiled target's plans (kernels still interpreted).
         chip: the Ascend SoC (:class:`fla_ascend.tiling.chips.ChipSpec`) the UB model plans for, or
-            ``None`` (then :data:`fla_ascend.tiling.chips.DEFAULT_CHIP`).
+            ``None``: the chip the environment names (the NPU's device name on an NPU target, else
+            ``TRITON_ASCEND_ARCH``; :func:`fla_ascend.tiling.chips.environment_chip`), else
+            :data:`fla_ascend.tiling.chips.DEFAULT_CHIP`.
         cube_cores, vector_cores: cores a task-loop kernel spreads over (``None``: asked from the
             device on first use and cached; on the CPU 4).
         tensor_device: the torch device type tensors live on (``""``: ``device_type``); the NPU check
@@ -251,12 +253,9 @@ def _device_cores(device_type: str, kind: str) -> int:
 @functools.cache
 def default_target() -> Target:
     """The target detected for this process (once, on first use): :data:`DEVICE_TYPE`,
-    :data:`INTERPRET`, the chip from the NPU's name or ``TRITON_ASCEND_ARCH``
-    (:func:`fla_ascend.tiling.chips.environment_chip`), core counts asked from the device."""
-    from fla_ascend.tiling import chips
-
-    name = chips.environment_chip(npu=DEVICE_TYPE == "npu")
-    return Target(device_type=DEVICE_TYPE, interpret=INTERPRET, chip=chips.CHIPS[name] if name else None)
+    :data:`INTERPRET`, core counts asked from the device, and no chip of its own: the UB model then
+    plans for the chip the environment names (:func:`fla_ascend.tiling.chips.get_chip`)."""
+    return Target(device_type=DEVICE_TYPE, interpret=INTERPRET)
 
 
 _CURRENT: contextvars.ContextVar[Target | None] = contextvars.ContextVar("fla_ascend_target", default=None)

@@ -178,19 +178,23 @@ def get_chip(name: str | ChipSpec | None = None) -> ChipSpec:
 
 
 def detect_chip() -> str | None:
-    """The canonical name of the active target's chip (:func:`fla_ascend.backend.current`), or
-    ``None`` when it has none. Without torch (``fla_ascend.backend`` cannot be imported) the
-    environment's: :func:`environment_chip`."""
+    """The canonical name of the chip this process targets, or ``None``: the active target's
+    (:func:`fla_ascend.backend.current`) when it names one, else the environment's
+    (:func:`environment_chip`; without torch, where ``fla_ascend.backend`` cannot be imported, that
+    alone)."""
     try:
         from fla_ascend import backend
     except ImportError:
         return environment_chip()
-    chip = backend.current().chip
-    return chip.name if chip is not None else None
+    target = backend.current()
+    if target.chip is not None:
+        return target.chip.name
+    return environment_chip(npu=target.device_type == "npu")
 
 
 def environment_chip(npu: bool = False) -> str | None:
-    """The chip this process's environment names, for the default target's detection.
+    """The chip this process's environment names: the chip of a target that names none (the
+    default target's).
 
     Order: the NPU's device name (``torch.npu.get_device_name()``, only with ``npu`` true: the
     backend layer found an NPU), then ``TRITON_ASCEND_ARCH`` (the variable triton-ascend itself
