@@ -4,8 +4,8 @@ An A/B in one process: the stage (``ops/common/gva.py``, shipped) against the to
 (``x.view(B, T, H, G, K).sum(3).to(dtype)``). Exit status 1 when any output differs or a gate fails.
 
 1. Stage level: both on a ``[B, T, HV, K]`` float32 buffer (default the T32768 anchor's,
-   ``[1, 32768, 32, 128]``), the stage at several tile sizes (``gva.TILE_ELEMS``); each output is
-   checked bitwise against torch's first.
+   ``[1, 32768, 32, 128]``), the stage at several tile sizes (``gva.TILES``, overridden through
+   the active target); each output is checked bitwise against torch's first.
 2. Op level: ``chunk_gated_delta_rule`` forward+backward through the benchmark suite (gate, then
    median time) at the GVA anchors (qwen3next, T32768), once with each implementation, ``--rounds``
    times.
@@ -64,17 +64,13 @@ def main(argv=None) -> int:
     ref = torch_group_sum(x, H, dtype)
     res, failed = {"stage_ms": {}, "op_ms": []}, False
     res["stage_ms"]["torch"] = timer(lambda: torch_group_sum(x, H, dtype))
-    saved = gva.TILE_ELEMS
-    try:
-        for elems in (1024, 2048, 4096, 8192):
-            gva.TILE_ELEMS = elems
+    for elems in (1024, 2048, 4096, 8192):
+        with backend.use(backend.current().replace(overrides={"gva_group_sum": {"tile_elems": elems}})):
             same = torch.equal(gva.gva_group_sum(x, H, dtype), ref)
             failed |= not same
             res["stage_ms"][f"stage {elems}"] = timer(lambda: gva.gva_group_sum(x, H, dtype))
-            print(f"[{B}, {T}, {HV}, {K}] stage, tile {elems}: {res['stage_ms'][f'stage {elems}']:.4f} ms"
-                  f" (torch {res['stage_ms']['torch']:.4f}){'' if same else '  OUTPUT DIFFERS'}", flush=True)
-    finally:
-        gva.TILE_ELEMS = saved
+        print(f"[{B}, {T}, {HV}, {K}] stage, tile {elems}: {res['stage_ms'][f'stage {elems}']:.4f} ms"
+              f" (torch {res['stage_ms']['torch']:.4f}){'' if same else '  OUTPUT DIFFERS'}", flush=True)
     shapes = "qwen3next;gdn-t32k"
     for rnd in range(args.rounds):
         for name, impl in IMPLS.items():

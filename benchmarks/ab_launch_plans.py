@@ -5,11 +5,12 @@ An A/B of the launch plans of the shipped conv forward and l2norm, in one proces
 when any case fails its correctness gate.
 
 Each plan runs the benchmark suite (``fla-ascend bench``'s protocol: the correctness gate against
-the fp32 reference, then the median time) on the op's anchors; only the launch differs, patched
-for the run and restored afterwards:
+the fp32 reference, then the median time) on the op's anchors; only the launch differs: each plan
+runs under the active target with its CUDA grid limit and the conv table's ``grid3d`` replaced
+(``fla_ascend.backend.Target``):
 
 - ``capped``: the 1-D task plan as it was before 2026-11-30: at most 65535 programs, the task
-  loop switched on above that (``grid.CUDA_MAX_GRID_X`` set to ``grid.MAX_GRID``);
+  loop switched on above that (``Target.cuda_max_grid_x`` set to ``grid.MAX_GRID``);
 - ``grid-x``: the 1-D task plan up to CUDA's x limit, 2^31 - 1 programs (what ships);
 - ``grid3d`` (conv forward only): the 3-D grid of channel blocks x chunks x batch rows, the tile
   from the program ids with no task decode (what ships for the conv forward on CUDA).
@@ -37,7 +38,7 @@ from pathlib import Path
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-from fla_ascend import backend  # noqa: E402,F401  (before triton: it decides interpreter mode)
+from fla_ascend import backend  # noqa: E402  (before triton: it decides interpreter mode)
 from fla_ascend.bench import suite  # noqa: E402
 from fla_ascend.cli_common import output_dir, split_list  # noqa: E402
 from fla_ascend.tiling import grid  # noqa: E402
@@ -71,16 +72,14 @@ def _out_dir(ap: argparse.ArgumentParser, path: str) -> Path:
 
 @contextmanager
 def plan(name: str):
-    """Run the block with launch plan ``name`` (see the module doc)."""
+    """Run the block with launch plan ``name`` (see the module doc): the active target with that
+    grid limit and conv forward grid; the previous target is back afterwards."""
     cap, grid3d = PLANS[name]
-    saved = grid.CUDA_MAX_GRID_X, conv._grid3d
-    grid.CUDA_MAX_GRID_X = cap
-    if not grid3d:
-        conv._grid3d = lambda *dims: None
-    try:
+    t = backend.current()
+    over = {k: dict(v) for k, v in t.overrides.items()}
+    over["causal_conv1d"] = {**over.get("causal_conv1d", {}), "grid3d": grid3d}
+    with backend.use(t.replace(cuda_max_grid_x=cap, overrides=over)):
         yield
-    finally:
-        grid.CUDA_MAX_GRID_X, conv._grid3d = saved
 
 
 def main(argv=None) -> int:

@@ -4,7 +4,8 @@ An A/B of the chunk stages' CUDA launch choices: every variant timed and checked
 
 For each stage of the chunked gated delta rule selected with ``--stages`` (WY forward/backward,
 state recurrences, output stages, dq/dk/dw), every variant of
-``fla_ascend.ops.common.tiles.CUDA_LAUNCH[stage]`` in ``VARIANTS`` is
+``fla_ascend.ops.common.tiles.CUDA_LAUNCH[stage]`` in ``VARIANTS`` (set as an override of the
+active target, ``fla_ascend.bench.tuning.stage_variant``) is
 
 1. timed at the stage level at B1 T4096 H16 HV32, B1 T32768 H16 HV32 and B8 T2048 H32 HV32
    (K = V = 128, bf16, ``triton.testing.do_bench`` median),
@@ -26,7 +27,6 @@ A variant is "ok" when it meets every tolerance and every pair of runs is bit-id
     DRY=1 python3 benchmarks/tune_chunk_stages.py                      # smoke run on the CPU interpreter
 """
 import argparse
-import copy
 import json
 import os
 import sys
@@ -40,7 +40,7 @@ import torch.nn.functional as F  # noqa: E402
 import triton  # noqa: E402
 from triton.testing import do_bench  # noqa: E402
 
-from fla_ascend.bench.tuning import strict_stage  # noqa: E402
+from fla_ascend.bench.tuning import stage_variant, strict_stage  # noqa: E402
 from fla_ascend.cli_common import require_cuda_gpu, split_list  # noqa: E402
 from fla_ascend.ops.common import tiles  # noqa: E402
 from fla_ascend.ops.common.chunk_h import chunk_bwd_dh, chunk_fwd_h  # noqa: E402
@@ -52,7 +52,14 @@ from fla_ascend.ops.utils import rel_rmse  # noqa: E402
 
 torch.backends.cuda.matmul.allow_tf32 = False
 OUT = os.environ.get("OUT", "/tmp")
-BASE = copy.deepcopy(tiles.CUDA_LAUNCH)
+
+
+def _plain(entry):
+    """A table entry (read-only mappings) as plain dicts, for comparison and JSON."""
+    return {k: dict(v) if hasattr(v, "items") else v for k, v in entry.items()}
+
+
+BASE = {stage: _plain(entry) for stage, entry in tiles.CUDA_LAUNCH.items()}
 TOL = dict(o=0.005, ht=0.005, dq=0.008, dk=0.008, dv=0.008, dh0=0.008, dg=0.02, dbeta=0.02)
 DEV = "cuda"
 if os.environ.get("DRY"):
@@ -228,22 +235,21 @@ def main():
     rows = []
     for stage in stages:
         for cfg in [BASE[stage]] if args.base_only else VARIANTS[stage]:
-            tiles.CUDA_LAUNCH[stage] = dict(cfg)
             row = dict(stage=stage, cfg=cfg, base=cfg == BASE[stage])
-            try:
-                # the timed stage runs exactly this variant (no shared-memory fallback to another
-                # one); the accuracy and op rows below keep the fallback, as the op ships
-                with strict_stage(stage):
-                    row["stage_ms"] = {s: do_bench(fns[s][stage], warmup=10, rep=40, return_mode="median")
-                                       for s in fns}
-                row["err"] = {name: op_errors(shape) for name, shape in ACC.items()}
-                row["nondet_" + first] = nondeterministic(SHAPES[first])
-                row["ok"] = all(e[n] <= TOL[n] for e in row["err"].values() for n in TOL) and not any(
-                    e["nondet"] for e in row["err"].values()) and not row["nondet_" + first]
-                row["op_ms"] = {name: op_times(shape) for name, shape in SHAPES.items()}
-            except Exception as e:  # a variant that does not compile is a result, not a crash
-                row["error"] = repr(e)[:300]
-            tiles.CUDA_LAUNCH[stage] = dict(BASE[stage])
+            with stage_variant(stage, cfg):
+                try:
+                    # the timed stage runs exactly this variant (no shared-memory fallback to another
+                    # one); the accuracy and op rows below keep the fallback, as the op ships
+                    with strict_stage(stage):
+                        row["stage_ms"] = {s: do_bench(fns[s][stage], warmup=10, rep=40, return_mode="median")
+                                           for s in fns}
+                    row["err"] = {name: op_errors(shape) for name, shape in ACC.items()}
+                    row["nondet_" + first] = nondeterministic(SHAPES[first])
+                    row["ok"] = all(e[n] <= TOL[n] for e in row["err"].values() for n in TOL) and not any(
+                        e["nondet"] for e in row["err"].values()) and not row["nondet_" + first]
+                    row["op_ms"] = {name: op_times(shape) for name, shape in SHAPES.items()}
+                except Exception as e:  # a variant that does not compile is a result, not a crash
+                    row["error"] = repr(e)[:300]
             rows.append(row)
             print(json.dumps(row), flush=True)
     json.dump(dict(rows=rows, base=BASE, device=torch.cuda.get_device_name() if DEV == "cuda" else "cpu",

@@ -4,10 +4,10 @@ An A/B of the op's tile and warp count, in one run; exit status 1 when any varia
 
 Every variant runs the benchmark suite (``fla-ascend bench``'s protocol: the correctness gate
 against the fp32 reference first, then the median time, peak memory and achieved GB/s) on the
-op's anchor shapes. Only the tile choice differs between variants: the op's tile function and
-its launches' ``num_warps`` are patched for the run and restored afterwards. The conv variants
-set the off-NPU tiles only (``conv.CUDA_TILES``); the decode and norm variants replace the tile
-function itself, so on an NPU they override its UB-model tiles too.
+op's anchor shapes. Only the tile choice differs between variants: each runs under the active
+target with the op's launch table overridden (``fla_ascend.backend.Target.overrides``: ``conv.CUDA_TILES``,
+``fused_recurrent.CUDA_TILES``, the norms' ``CUDA_TILES``). The tiles apply off the NPU (CUDA and the
+interpreter; an NPU keeps its UB-model tiles), ``num_warps`` on CUDA.
 
 Ops and their variant syntax (each op's default list starts with its tile before the H200 A/B):
 
@@ -37,10 +37,6 @@ from contextlib import contextmanager
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
 from fla_ascend import backend  # noqa: E402  (before triton: it decides interpreter mode)
-
-# isort: split
-import triton  # noqa: E402
-
 from fla_ascend.bench import report, suite  # noqa: E402
 from fla_ascend.cli_common import output_dir, split_list  # noqa: E402
 
@@ -52,44 +48,29 @@ rms_norm_gated = importlib.import_module("fla_ascend.ops.norm.rms_norm_gated")
 
 
 @contextmanager
-def _patched(module, **attrs):
-    """Set ``module.<name> = value`` for each of ``attrs`` while the block runs."""
-    saved = {name: getattr(module, name) for name in attrs}
-    for name, value in attrs.items():
-        setattr(module, name, value)
-    try:
+def _overrides(**tables):
+    """Run the block with the active target's launch tables ``tables`` (name -> entries) overridden
+    (:attr:`fla_ascend.backend.Target.overrides`); the previous target is back afterwards."""
+    with backend.use(backend.current().replace(overrides=tables)):
         yield
-    finally:
-        for name, value in saved.items():
-            setattr(module, name, value)
-
-
-def _warps(n: int):
-    """A ``launch_options`` that gives every launch of a module ``n`` warps."""
-    return lambda num_warps=4, **kw: backend.launch_options(num_warps=n, **kw)
 
 
 @contextmanager
 def _conv_tile(BT: int, BD: int, nw: int, *bwd: int):
     """The forward tile ``(BT, BD, nw)``; the backward's is ``bwd`` when given, else the same."""
-    with _patched(conv, CUDA_TILES={"fwd": (BT, BD, nw), "bwd": tuple(bwd) or (BT, BD, nw)}):
+    with _overrides(causal_conv1d={"fwd": (BT, BD, nw), "bwd": tuple(bwd) or (BT, BD, nw)}):
         yield
 
 
 @contextmanager
 def _decode_tile(BV: int, nw: int):
-    with _patched(fused_recurrent,
-                  _recurrent_tiles=lambda K, V, x, flags=None: (min(BV, triton.next_power_of_2(V)), {}),
-                  launch_options=_warps(nw)):
+    with _overrides(fused_recurrent_gated_delta_rule={"bv": BV, "num_warps": nw}):
         yield
 
 
 @contextmanager
 def _norm_tile(BM: int, nw: int):
-    def row_block(D, *args, **kwargs):
-        return BM, triton.next_power_of_2(D)
-    with _patched(l2norm, row_block=row_block, launch_options=_warps(nw)), \
-            _patched(rms_norm_gated, row_block=row_block, launch_options=_warps(nw)):
+    with _overrides(l2norm={"rows": BM, "num_warps": nw}, rms_norm_gated={"rows": BM, "num_warps": nw}):
         yield
 
 
@@ -104,7 +85,7 @@ TARGETS = {
 }
 """The default variant lists start with the tiles shipped before the 2026-11-30 A/B (conv ``[64, 128]``
 4 warps, decode ``BV = 32`` 4 warps, norms 32 rows at ``D = 128``, 4 warps); what ships now is in
-each op's module (``conv.CUDA_TILES``, ``fused_recurrent.CUDA_WARPS``, ``l2norm._CUDA_TILE_ELEMS``)."""
+each op's module (``conv.CUDA_TILES``, ``fused_recurrent.CUDA_TILES``, ``l2norm.CUDA_TILES``)."""
 
 
 def parse_variant(op: str, text: str) -> tuple[int, ...]:

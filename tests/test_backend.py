@@ -2,10 +2,11 @@
 launch-option filtering, task plans (grid <= 65535, >= 1; task loop on NPU and CPU, a plain
 grid on CUDA below the limit) and the ``fla-ascend info`` command.
 
-Backends this machine does not have are simulated by monkeypatching what ``backend`` decided.
+Backends this machine does not have are simulated with another active target (``backend.use``).
 """
 from __future__ import annotations
 
+import contextlib
 import importlib.metadata
 import json
 import os
@@ -20,19 +21,19 @@ from fla_ascend.tiling.grid import CUDA_MAX_GRID_X, MAX_GRID, TaskPlan, check_in
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def _simulate(monkeypatch, device_type: str, interpreter: bool, cores: int | None = None):
-    """Make ``backend`` (its globals and accessors) report another machine."""
-    monkeypatch.setattr(backend, "DEVICE_TYPE", device_type)
-    monkeypatch.setattr(backend, "INTERPRET", interpreter)
-    monkeypatch.setattr(backend, "device_type", lambda: device_type)
-    monkeypatch.setattr(backend, "is_interpreter", lambda: interpreter)
-    if cores is not None:
-        def num_cores(kind="vector"):
-            if kind not in ("cube", "vector"):
-                raise ValueError(f"kind must be 'cube' or 'vector', got {kind!r}")
-            return cores if kind == "cube" else 2 * cores
+@pytest.fixture
+def simulate():
+    """``simulate(device_type, interpreter, cores=None)``: make another machine's target the active
+    one (:func:`fla_ascend.backend.use`) for the rest of the test (``cores`` cube cores, twice as many
+    vector cores); the previous target is back after it."""
+    with contextlib.ExitStack() as stack:
+        def enter(device_type: str, interpreter: bool, cores: int | None = None):
+            vector = None if cores is None else 2 * cores
+            target = backend.Target(device_type=device_type, interpret=interpreter, cube_cores=cores,
+                                    vector_cores=vector, tensor_device="cpu")
+            stack.enter_context(backend.use(target))
 
-        monkeypatch.setattr(backend, "num_cores", num_cores)
+        yield enter
 
 
 # --- detection ---------------------------------------------------------------------------------
@@ -109,21 +110,21 @@ def test_info_fields():
 # --- launch options ----------------------------------------------------------------------------
 
 
-def test_launch_options_cuda(monkeypatch):
-    _simulate(monkeypatch, "cuda", interpreter=False)
+def test_launch_options_cuda(simulate):
+    simulate("cuda", interpreter=False)
     assert backend.launch_options(num_warps=4, num_stages=2, multibuffer=True) == {"num_warps": 4, "num_stages": 2}
     assert backend.launch_options(num_warps=8, num_stages=None) == {"num_warps": 8}
 
 
-def test_launch_options_npu(monkeypatch):
-    _simulate(monkeypatch, "npu", interpreter=False)
+def test_launch_options_npu(simulate):
+    simulate("npu", interpreter=False)
     opts = backend.launch_options(num_warps=4, num_stages=2, multibuffer=False, unit_flag=True)
     assert opts == {"multibuffer": False, "unit_flag": True}
 
 
 @pytest.mark.parametrize("device_type", ["cpu", "cuda", "npu"])
-def test_launch_options_none_under_interpreter(monkeypatch, device_type):
-    _simulate(monkeypatch, device_type, interpreter=True)
+def test_launch_options_none_under_interpreter(simulate, device_type):
+    simulate(device_type, interpreter=True)
     assert backend.launch_options(num_warps=4, num_stages=3, multibuffer=True) == {}
 
 
@@ -139,8 +140,8 @@ def test_launch_options_real_backend():
 
 
 @pytest.mark.parametrize("device_type, interpreter", [("cuda", False), ("npu", False), ("cpu", True)])
-def test_launch_options_unknown_raises(monkeypatch, device_type, interpreter):
-    _simulate(monkeypatch, device_type, interpreter)
+def test_launch_options_unknown_raises(simulate, device_type, interpreter):
+    simulate(device_type, interpreter)
     with pytest.raises(ValueError) as info:
         backend.launch_options(num_warp=4, num_stages=2)
     msg = str(info.value)
@@ -158,8 +159,8 @@ SIZES = [0, 1, 2, 3, 7, 24, 48, 100, 1000, 65534, 65535, 65536, 65537, 131072, 1
      ("npu", False, 10**6)],  # a (hypothetical) core count above the limit is still capped
 )
 @pytest.mark.parametrize("kind", ["cube", "vector"])
-def test_task_plan_bounds(monkeypatch, device_type, interpreter, cores, kind):
-    _simulate(monkeypatch, device_type, interpreter, cores)
+def test_task_plan_bounds(simulate, device_type, interpreter, cores, kind):
+    simulate(device_type, interpreter, cores)
     for n in SIZES:
         plan = task_plan(n, kind)
         assert isinstance(plan, TaskPlan) and plan.n_tasks == n
@@ -171,26 +172,26 @@ def test_task_plan_bounds(monkeypatch, device_type, interpreter, cores, kind):
 
 
 @pytest.mark.parametrize("device_type, interpreter", [("npu", False), ("cpu", True), ("cuda", True)])
-def test_task_plan_loops_over_cores(monkeypatch, device_type, interpreter):
+def test_task_plan_loops_over_cores(simulate, device_type, interpreter):
     """NPU and the interpreter: one program per physical core (cube or vector), looping."""
-    _simulate(monkeypatch, device_type, interpreter, cores=24)
+    simulate(device_type, interpreter, cores=24)
     assert task_plan(1000, "cube") == TaskPlan(1000, 24, True)
     assert task_plan(1000, "vector") == TaskPlan(1000, 48, True)
     assert task_plan(5, "cube") == TaskPlan(5, 5, True)  # never more programs than tasks
     assert task_plan(0, "vector") == TaskPlan(0, 1, True)
 
 
-def test_task_plan_cuda_plain_grid_below_limit(monkeypatch):
-    _simulate(monkeypatch, "cuda", interpreter=False, cores=132)
+def test_task_plan_cuda_plain_grid_below_limit(simulate):
+    simulate("cuda", interpreter=False, cores=132)
     assert task_plan(1, "cube") == TaskPlan(1, 1, False)
     assert task_plan(1000, "cube") == TaskPlan(1000, 1000, False)
     assert task_plan(MAX_GRID, "vector") == TaskPlan(MAX_GRID, MAX_GRID, False)
     assert task_plan(0, "cube").n_programs == 1
 
 
-def test_task_plan_cuda_plain_grid_above_65535(monkeypatch):
+def test_task_plan_cuda_plain_grid_above_65535(simulate):
     """CUDA's x dimension holds 2^31 - 1 programs (65535 is the y/z limit): no loop below that."""
-    _simulate(monkeypatch, "cuda", interpreter=False, cores=132)
+    simulate("cuda", interpreter=False, cores=132)
     # 2050 sequences x 32 heads: the varlen GPU case (an invalid launch in public ports)
     assert task_plan(2050 * 32, "cube") == TaskPlan(2050 * 32, 2050 * 32, False)
     assert task_plan(MAX_GRID + 1, "vector") == TaskPlan(MAX_GRID + 1, MAX_GRID + 1, False)

@@ -3,9 +3,10 @@ one for a chip, read the IR, apply the rules, and decide the exit status.
 
 Runs only in a worker process started by :func:`fla_ascend.check.cli.run` (kernels must be
 compiled ``JITFunction`` objects, not interpreted ones). In that process the backend layer
-believes it targets an NPU (``FLA_ASCEND_DEVICE=npu``); :func:`capture` replaces the core counts
-with the chip's and records launches instead of running them, so the launch plan, tile sizes
-and options are exactly what the launcher computes on that chip.
+believes it targets an NPU (``FLA_ASCEND_DEVICE=npu``); :func:`capture` makes the chip's target
+(:func:`capture_target`: its core counts and UB, CPU tensors) the active one and records launches
+instead of running them, so the launch plan, tile sizes and options are exactly what the launcher
+computes on that chip.
 """
 from __future__ import annotations
 
@@ -13,7 +14,6 @@ import contextlib
 import fnmatch
 import importlib
 import inspect
-import os
 import pkgutil
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -26,8 +26,8 @@ from fla_ascend.tiling import ub
 from fla_ascend.tiling.chips import ChipSpec
 from fla_ascend.tiling.grid import MAX_GRID
 
-__all__ = ["Case", "Launch", "capture", "discover_kernels", "check_cases", "CaseResult", "COMPILE_OPTIONS",
-           "select_cases"]
+__all__ = ["Case", "Launch", "capture", "capture_target", "discover_kernels", "check_cases", "CaseResult",
+           "COMPILE_OPTIONS", "select_cases"]
 
 COMPILE_OPTIONS = ("multibuffer", "unit_flag", "enable_auto_bind_sub_block", "tile_mix_vector_loop",
                    "tile_mix_cube_loop", "limit_auto_multi_buffer_of_local_buffer", "enable_hivm_auto_cv_balance")
@@ -111,24 +111,33 @@ class Launch:
     kind: str | None
 
 
+def capture_target(chip: ChipSpec, on_cores=None):
+    """The :class:`fla_ascend.backend.Target` the check captures launches under: an NPU with
+    ``chip``'s core counts, its UB model planning for ``chip``, compiled (not interpreted) launch
+    plans and options, tensors on the CPU; ``on_cores`` records the core kind each plan asks for."""
+    from fla_ascend import backend
+
+    return backend.Target(device_type="npu", interpret=False, chip=chip, cube_cores=chip.cube_cores,
+                          vector_cores=chip.vector_cores, tensor_device="cpu", on_cores=on_cores)
+
+
 @contextlib.contextmanager
 def capture(chip: ChipSpec):
-    """Record kernel launches instead of running them; core counts and the chip the UB model plans
-    tiles for are ``chip``'s.
+    """Record kernel launches instead of running them, planned for ``chip``
+    (:func:`capture_target` is the active target while the block runs).
 
-    Yields the list that launches are appended to (:class:`Launch`).
+    Yields the list that launches are appended to (:class:`Launch`); each launch's ``kind`` is the
+    core kind its launch plan last asked for (``None`` when it asked none).
     """
-    import torch
     from triton.runtime.jit import JITFunction
 
     from fla_ascend import backend
 
     launches: list[Launch] = []
     kinds: list[str] = []
-    orig_run, orig_cores, orig_device = JITFunction.run, backend.num_cores, backend.device
-    names = None
+    orig_run = JITFunction.run
 
-    def fake_run(self, *args, grid, warmup, **kwargs):
+    def record_run(self, *args, grid, warmup, **kwargs):
         params = {p.name for p in self.params}
         kw = dict(zip([p.name for p in self.params], args))
         kw.update({k: v for k, v in kwargs.items() if k in params})
@@ -138,25 +147,12 @@ def capture(chip: ChipSpec):
         kinds.clear()
         return None
 
-    def fake_cores(kind: str = "vector") -> int:
-        kinds.append(kind)
-        return chip.cores(kind)
-
-    JITFunction.run = fake_run
-    backend.num_cores = fake_cores
-    backend.device = lambda: torch.device("cpu")
-    # the UB model picks tiles for the detected chip (tiling.chips.detect_chip reads TRITON_ASCEND_ARCH)
-    orig_arch = os.environ.get("TRITON_ASCEND_ARCH")
-    os.environ["TRITON_ASCEND_ARCH"] = chip.name
+    JITFunction.run = record_run  # the recording hook; the target is a value, below
     try:
-        yield launches
+        with backend.use(capture_target(chip, on_cores=kinds.append)):
+            yield launches
     finally:
-        JITFunction.run, backend.num_cores, backend.device = orig_run, orig_cores, orig_device
-        if orig_arch is None:
-            os.environ.pop("TRITON_ASCEND_ARCH", None)
-        else:
-            os.environ["TRITON_ASCEND_ARCH"] = orig_arch
-    del names
+        JITFunction.run = orig_run
 
 
 def discover_kernels(package: str = "fla_ascend.ops") -> tuple[dict, list]:

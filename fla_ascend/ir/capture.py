@@ -81,7 +81,6 @@ def _trace(req: dict) -> dict:
 
     import fla_ascend.backend  # noqa: F401  (first: it switches the interpreter on before triton loads)
 
-    import torch
     from triton.runtime.interpreter import InterpretedFunction
 
     launches: dict[str, dict] = {}
@@ -110,16 +109,24 @@ def _trace(req: dict) -> dict:
         return call
 
     InterpretedFunction.__getitem__ = getitem
-    if req.get("emulate"):
-        # Launch plans and launch options as on the target (task_plan reads backend.num_cores
-        # and backend.device_type; launch_options reads DEVICE_TYPE / INTERPRET), while the
-        # kernels still run under the interpreter.
-        from fla_ascend import backend
+    from fla_ascend import backend
 
+    target = backend.current()
+    if req.get("emulate"):
+        # Launch plans and launch options as on the target (its device kind, core counts, compiled
+        # kernels' options), while the kernels still run under the interpreter on CPU tensors.
         cube, vector = req["cores"]
-        backend.DEVICE_TYPE = req["target"]
-        backend.INTERPRET = False
-        backend.num_cores = lambda kind="vector": cube if kind == "cube" else vector
+        target = target.replace(device_type=req["target"], interpret=False, cube_cores=cube, vector_cores=vector,
+                                tensor_device="cpu")
+    with backend.use(target):
+        return _trace_op(req, launches)
+
+
+def _trace_op(req: dict, launches: dict) -> dict:
+    """Run ``req``'s op (forward, or forward and backward) under the active target; ``launches``
+    fills through :func:`_trace`'s recording hook."""
+    import torch
+
     dtype = getattr(torch, req["dtype"])
     device = torch.device("cpu")
     op = req["op"]

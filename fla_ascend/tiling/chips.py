@@ -25,9 +25,11 @@ Sources:
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
 
-__all__ = ["ChipSpec", "CHIPS", "get_chip", "list_chips", "detect_chip", "DEFAULT_CHIP"]
+__all__ = ["ChipSpec", "CHIPS", "get_chip", "list_chips", "detect_chip", "environment_chip", "DEFAULT_CHIP"]
 
 KiB = 1024
 GiB = 1024**3
@@ -132,8 +134,8 @@ for _n in ("Ascend910_9579", "Ascend910_9581", "Ascend910_9589"):
     _ROWS.append(ChipSpec(_n, 32, 64, **_A5, source="as Ascend910_9599 (same generation, 910_95xx SoC names)",
                           confidence="low: which 910_95xx SKU has 28 / 56 cores is not known here"))
 
-CHIPS: dict[str, ChipSpec] = {c.name: c for c in _ROWS}
-"""All known SoCs by canonical name."""
+CHIPS: Mapping[str, ChipSpec] = MappingProxyType({c.name: c for c in _ROWS})
+"""All known SoCs by canonical name (read-only)."""
 
 _LOOKUP: dict[str, str] = {}
 for _c in _ROWS:
@@ -154,8 +156,8 @@ def get_chip(name: str | ChipSpec | None = None) -> ChipSpec:
     """Look up a SoC by name, case-insensitively; aliases (``Ascend910_95``) are accepted.
 
     Args:
-        name: a SoC name, a :class:`ChipSpec` (returned as is), or ``None`` for
-            :func:`detect_chip` (then :data:`DEFAULT_CHIP` when nothing is detected).
+        name: a SoC name, a :class:`ChipSpec` (returned as is), or ``None`` for the active
+            target's chip (:func:`detect_chip`; :data:`DEFAULT_CHIP` when it has none).
 
     Raises:
         TypeError: ``name`` is not a string, ChipSpec or None.
@@ -176,23 +178,37 @@ def get_chip(name: str | ChipSpec | None = None) -> ChipSpec:
 
 
 def detect_chip() -> str | None:
-    """The canonical name of the chip this process targets, or ``None``.
-
-    Order: the NPU's device name (``torch.npu.get_device_name()``, only when the backend layer
-    found an NPU), then ``TRITON_ASCEND_ARCH`` (the variable triton-ascend itself reads). A
-    name not in the table gives ``None`` rather than an error, so launch plans fall back to
-    :data:`DEFAULT_CHIP`.
-    """
-    candidates = []
+    """The canonical name of the chip this process targets, or ``None``: the active target's
+    (:func:`fla_ascend.backend.current`) when it names one, else the environment's
+    (:func:`environment_chip`; without torch, where ``fla_ascend.backend`` cannot be imported, that
+    alone)."""
     try:
         from fla_ascend import backend
+    except ImportError:
+        return environment_chip()
+    target = backend.current()
+    if target.chip is not None:
+        return target.chip.name
+    return environment_chip(npu=target.device_type == "npu")
 
-        if backend.device_type() == "npu":
+
+def environment_chip(npu: bool = False) -> str | None:
+    """The chip this process's environment names: the chip of a target that names none (the
+    default target's).
+
+    Order: the NPU's device name (``torch.npu.get_device_name()``, only with ``npu`` true: the
+    backend layer found an NPU), then ``TRITON_ASCEND_ARCH`` (the variable triton-ascend itself
+    reads). A name not in the table gives ``None`` rather than an error, so launch plans fall
+    back to :data:`DEFAULT_CHIP`.
+    """
+    candidates = []
+    if npu:
+        try:
             import torch
 
             candidates.append(torch.npu.get_device_name())
-    except Exception:  # no torch_npu / no device: fall through to the environment
-        pass
+        except Exception:  # no torch_npu / no device: fall through to the environment
+            pass
     candidates.append(os.environ.get("TRITON_ASCEND_ARCH", ""))
     for c in candidates:
         if c and c.strip().lower() in _LOOKUP:

@@ -26,8 +26,15 @@ INT32_MAX = 2**31 - 1
 
 CUDA_MAX_GRID_X = 2**31 - 1
 """Largest x dimension of a CUDA grid (CUDA C Programming Guide, compute capability table:
-"Maximum x-dimension of a grid of thread blocks" 2^31 - 1). The task plans' CUDA grids are 1-D;
-the conv forward's 3-D grid keeps its y and z dimensions within :data:`MAX_GRID`, CUDA's y/z limit."""
+"Maximum x-dimension of a grid of thread blocks" 2^31 - 1): the default of
+:attr:`fla_ascend.backend.Target.cuda_max_grid_x`, which plans read (:func:`cuda_max_grid_x`). The
+task plans' CUDA grids are 1-D; the conv forward's 3-D grid keeps its y and z dimensions within
+:data:`MAX_GRID`, CUDA's y/z limit."""
+
+
+def cuda_max_grid_x() -> int:
+    """The active target's largest 1-D CUDA grid (:attr:`fla_ascend.backend.Target.cuda_max_grid_x`)."""
+    return backend.current().cuda_max_grid_x
 
 
 @dataclass(frozen=True)
@@ -52,7 +59,8 @@ def task_plan(n_tasks: int, kind: str) -> TaskPlan:
 
     Returns:
         A :class:`TaskPlan` whose grid is at least 1 and never exceeds :data:`MAX_GRID`
-        (:data:`CUDA_MAX_GRID_X` on a CUDA GPU).
+        (the active target's :func:`cuda_max_grid_x` on a CUDA GPU); core counts are the active
+        target's (:func:`fla_ascend.backend.num_cores`).
 
     Raises:
         ValueError: ``n_tasks`` negative, or ``kind`` unknown.
@@ -61,9 +69,10 @@ def task_plan(n_tasks: int, kind: str) -> TaskPlan:
         raise ValueError(f"n_tasks must be >= 0, got {n_tasks}")
     cores = backend.num_cores(kind)
     if backend.is_cuda_compiled():
-        if n_tasks <= CUDA_MAX_GRID_X:
+        limit = cuda_max_grid_x()
+        if n_tasks <= limit:
             return TaskPlan(n_tasks=n_tasks, n_programs=max(n_tasks, 1), task_loop=False)
-        return TaskPlan(n_tasks=n_tasks, n_programs=CUDA_MAX_GRID_X, task_loop=True)
+        return TaskPlan(n_tasks=n_tasks, n_programs=limit, task_loop=True)
     return TaskPlan(n_tasks=n_tasks, n_programs=max(1, min(n_tasks, cores, MAX_GRID)), task_loop=True)
 
 

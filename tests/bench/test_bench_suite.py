@@ -183,12 +183,12 @@ def test_op_call_runs_the_suites_call():
 @pytest.mark.parametrize("op, variant, module, attr", [
     ("causal_conv1d", "16x32w2", "fla_ascend.ops.causal_conv1d.conv", "CUDA_TILES"),
     ("causal_conv1d", "32x32w4/16x32w2", "fla_ascend.ops.causal_conv1d.conv", "CUDA_TILES"),
-    ("fused_recurrent_gated_delta_rule", "16w2", "fla_ascend.ops.gated_delta_rule.fused_recurrent", "_recurrent_tiles"),
-    ("rms_norm_gated", "4w2", "fla_ascend.ops.norm.rms_norm_gated", "row_block"),
+    ("fused_recurrent_gated_delta_rule", "16w2", "fla_ascend.ops.gated_delta_rule.fused_recurrent", "CUDA_TILES"),
+    ("rms_norm_gated", "4w2", "fla_ascend.ops.norm.rms_norm_gated", "CUDA_TILES"),
 ])
 def test_tile_ab_script(tmp_path, op, variant, module, attr):
-    """benchmarks/tune_tiles.py: each variant goes through the suite's gate; the shipped tile
-    function is restored afterwards; a malformed variant is refused."""
+    """benchmarks/tune_tiles.py: each variant goes through the suite's gate under an overriding
+    target; the shipped table and the default target stay; a malformed variant is refused."""
     import importlib
     import importlib.util
     from pathlib import Path
@@ -199,8 +199,11 @@ def test_tile_ab_script(tmp_path, op, variant, module, attr):
     spec.loader.exec_module(mod)
     target = importlib.import_module(module)
     before = getattr(target, attr)
+    from fla_ascend import backend
+
+    default = backend.current()
     assert mod.main(["--op", op, "--quick", "--variants", variant, "--out", str(tmp_path)]) == 0
-    assert getattr(target, attr) is before
+    assert getattr(target, attr) is before and backend.current() is default
     art = json.loads((tmp_path / f"{op}_tiles.json").read_text())[variant]
     assert art["results"] and all(r["correct"] for r in art["results"])
     assert mod.main(["--op", op, "--variants", "3x4w4", "--out", str(tmp_path)]) == 2
@@ -211,7 +214,7 @@ def test_tile_ab_script(tmp_path, op, variant, module, attr):
     assert mod.main(["--op", op, "--variants", ",", "--out", str(tmp_path)]) == 2
 
 
-def test_launch_plan_ab_script(tmp_path, monkeypatch):
+def test_launch_plan_ab_script(tmp_path):
     """benchmarks/ab_launch_plans.py: each plan sets the launch it names and restores the shipped
     one (checked with a faked CUDA build, where the plans differ), and a quick run gates every row."""
     import importlib.util
@@ -224,18 +227,19 @@ def test_launch_plan_ab_script(tmp_path, monkeypatch):
     spec = importlib.util.spec_from_file_location("ab_launch_plans", path)
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
-    shipped = (grid.CUDA_MAX_GRID_X, mod.conv._grid3d)
-    monkeypatch.setattr(backend, "is_cuda_compiled", lambda: True)
-    with mod.plan("capped"):
-        assert grid.task_plan(grid.MAX_GRID + 1, "vector").task_loop
-        assert mod.conv._grid3d(4, 8, 1) is None
-    with mod.plan("grid-x"):
-        assert not grid.task_plan(grid.MAX_GRID + 1, "vector").task_loop
-        assert mod.conv._grid3d(4, 8, 1) is None
-    with mod.plan("grid3d"):
-        assert mod.conv._grid3d(4, 8, 1) == (4, 8, 1)
-    assert (grid.CUDA_MAX_GRID_X, mod.conv._grid3d) == shipped
-    monkeypatch.undo()
+    before = backend.current()
+    gpu = before.replace(device_type="cuda", interpret=False, cube_cores=132, vector_cores=132, tensor_device="cpu")
+    with backend.use(gpu):
+        with mod.plan("capped"):
+            assert grid.task_plan(grid.MAX_GRID + 1, "vector").task_loop
+            assert mod.conv._grid3d(4, 8, 1) is None
+        with mod.plan("grid-x"):
+            assert not grid.task_plan(grid.MAX_GRID + 1, "vector").task_loop
+            assert mod.conv._grid3d(4, 8, 1) is None
+        with mod.plan("grid3d"):
+            assert mod.conv._grid3d(4, 8, 1) == (4, 8, 1)
+        assert backend.current() is gpu
+    assert backend.current() is before and grid.cuda_max_grid_x() == grid.CUDA_MAX_GRID_X
     assert mod.main(["--quick", "--rounds", "1", "--modes", "fwd", "--out", str(tmp_path)]) == 0
     rows = json.loads((tmp_path / "launch_plans.json").read_text())
     assert {(r["op"], r["plan"]) for r in rows} == {(op, p) for op, _, plans in mod.JOBS for p in plans}

@@ -91,15 +91,14 @@ def test_conv_varlen(cu, use_h0, device):
 
 
 @pytest.mark.parametrize("tiles", [{"fwd": (16, 64, 4), "bwd": (64, 32, 2)}, {"fwd": (64, 32, 4), "bwd": (8, 64, 2)}])
-def test_conv_varlen_fwd_bwd_tiles_differ(tiles, device, monkeypatch):
-    """Off the NPU the forward and backward have their own tiles (conv.CUDA_TILES): with token
-    tiles of different sizes the backward builds its own varlen chunk list."""
-    from fla_ascend.ops.causal_conv1d import conv
-
+def test_conv_varlen_fwd_bwd_tiles_differ(tiles, device):
+    """Off the NPU the forward and backward have their own tiles (conv.CUDA_TILES, here overridden
+    through the active target): with token tiles of different sizes the backward builds its own
+    varlen chunk list."""
     if backend.device_type() == "npu":
         pytest.skip("the NPU uses one tile for both directions")
-    monkeypatch.setattr(conv, "CUDA_TILES", tiles)
-    _check(1, 70, 96, 4, device, use_h0=True, final=True, cu_seqlens=[0, 1, 2, 40, 40, 70], use_residual=True)
+    with backend.use(backend.current().replace(overrides={"causal_conv1d": tiles})):
+        _check(1, 70, 96, 4, device, use_h0=True, final=True, cu_seqlens=[0, 1, 2, 40, 40, 70], use_residual=True)
 
 
 @pytest.mark.parametrize("cu", [None, [0, 1, 2, 40, 40, 70]])
@@ -149,20 +148,23 @@ def test_conv_bwd_gather_tile(W, cu, device, monkeypatch):
     assert launched == [True, True]
 
 
-def test_conv_grid3d_limits(monkeypatch):
+def test_conv_grid3d_limits():
     """``conv._grid3d``: the grid as given on a CUDA build when x <= 2^31 - 1 and y, z <= 65535
-    (CUDA's limits), ``None`` past them, for an empty dimension, and off CUDA."""
-    from fla_ascend import backend as be
+    (CUDA's limits), ``None`` past them, for an empty dimension, with ``grid3d`` off, and off CUDA."""
     from fla_ascend.ops.causal_conv1d import conv
     from fla_ascend.tiling import grid
 
-    monkeypatch.setattr(be, "is_cuda_compiled", lambda: True)
-    assert conv._grid3d(64, grid.MAX_GRID, grid.MAX_GRID) == (64, grid.MAX_GRID, grid.MAX_GRID)
-    assert conv._grid3d(grid.CUDA_MAX_GRID_X, 1, 1) == (grid.CUDA_MAX_GRID_X, 1, 1)
-    for dims in [(1, grid.MAX_GRID + 1, 1), (1, 1, grid.MAX_GRID + 1), (grid.CUDA_MAX_GRID_X + 1, 1, 1), (1, 0, 1)]:
-        assert conv._grid3d(*dims) is None, dims
-    monkeypatch.setattr(be, "is_cuda_compiled", lambda: False)
-    assert conv._grid3d(4, 8, 1) is None
+    gpu = backend.Target(device_type="cuda", interpret=False, cube_cores=132, vector_cores=132, tensor_device="cpu")
+    with backend.use(gpu):
+        assert conv._grid3d(64, grid.MAX_GRID, grid.MAX_GRID) == (64, grid.MAX_GRID, grid.MAX_GRID)
+        assert conv._grid3d(grid.CUDA_MAX_GRID_X, 1, 1) == (grid.CUDA_MAX_GRID_X, 1, 1)
+        for dims in [(1, grid.MAX_GRID + 1, 1), (1, 1, grid.MAX_GRID + 1), (grid.CUDA_MAX_GRID_X + 1, 1, 1),
+                     (1, 0, 1)]:
+            assert conv._grid3d(*dims) is None, dims
+    with backend.use(gpu.replace(overrides={"causal_conv1d": {"grid3d": False}})):
+        assert conv._grid3d(4, 8, 1) is None
+    with backend.use(gpu.replace(device_type="npu")):
+        assert conv._grid3d(4, 8, 1) is None
 
 
 def test_conv_strided_x_and_dy(device):

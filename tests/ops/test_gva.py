@@ -5,7 +5,6 @@ import pytest
 import torch
 
 from fla_ascend import backend
-from fla_ascend.ops.common import gva
 from fla_ascend.ops.common.gva import gva_group_sum
 
 from helpers import nan_empty  # noqa: F401  (a fixture)
@@ -34,12 +33,12 @@ def test_gva_group_sum(B, T, H, G, K, dtype, device, nan_empty):
     torch.testing.assert_close(y, _ref(x, H, dtype), rtol=rtol, atol=0)
 
 
-def test_gva_group_sum_task_loop_and_partial_tiles(device, nan_empty, monkeypatch):
+def test_gva_group_sum_task_loop_and_partial_tiles(device, nan_empty):
     """More rows than one task holds, a last task only partly filled, and (on the CPU) a task loop
     over several programs: every row is written once, in its group's order."""
-    monkeypatch.setattr(gva, "TILE_ELEMS", 64)  # 2 rows of K = 32 per task
     x = torch.randn(3, 11, 5, 32, device=device)  # M = 3 * 11 * 5 = 165 rows: 83 tasks, the last with one row
-    y = gva_group_sum(x, 5, torch.float32)
+    with backend.use(backend.current().replace(overrides={"gva_group_sum": {"tile_elems": 64}})):  # 2 rows per task
+        y = gva_group_sum(x, 5, torch.float32)
     torch.testing.assert_close(y, _ref(x, 5, torch.float32), rtol=0, atol=0)
 
 

@@ -61,18 +61,15 @@ def test_meta_module_and_layer_are_refused():
 
 
 @pytest.mark.parametrize("op", sorted(CASES))
-def test_tensor_off_the_kernel_device_is_refused(op, monkeypatch):
+def test_tensor_off_the_kernel_device_is_refused(op):
     """Tensors on a device of another type than the kernels' (CPU tensors on a GPU machine)
     are refused naming the first one; they reached Triton and failed inside its launcher. The
     CPU tier stands a 'cuda' kernel device in for the GPU machine."""
     fn, build = CASES[op]
     kwargs = {n: None if t is None else t.cpu() for n, t in build().items()}
-    from fla_ascend.ops.utils import validation
-
-    monkeypatch.setattr(backend, "is_interpreter", lambda: False)
-    monkeypatch.setattr(backend, "device_type", lambda: "cuda")
-    monkeypatch.setattr(validation, "_accelerator_present", lambda device_type: True)
     first = next(iter(kwargs))
-    with pytest.raises(ValueError, match=rf"^{op}: {first} must be on the device the kernels run on, cuda .*got a "
-                                         "tensor on cpu"):
+    gpu = backend.current().replace(device_type="cuda", interpret=False, tensor_device="cuda", cube_cores=132,
+                                    vector_cores=132)
+    with backend.use(gpu), pytest.raises(ValueError, match=rf"^{op}: {first} must be on the device the kernels run "
+                                                           "on, cuda .*got a tensor on cpu"):
         fn(**kwargs)

@@ -6,35 +6,43 @@ import torch
 import triton
 import triton.language as tl
 
+from fla_ascend import backend
 from fla_ascend.ops.common import tiles
 
 
+def _target(device_type: str, interpret: bool, cores: int | None = None, **overrides) -> backend.Target:
+    """Another machine's target (``cores`` cube and vector cores; CPU tensors), with launch-table
+    ``overrides``."""
+    return backend.Target(device_type=device_type, interpret=interpret, cube_cores=cores, vector_cores=cores,
+                          tensor_device="cpu", overrides=overrides)
+
+
+def _stage(stage: str, **entry) -> dict:
+    """An override of the chunk stage table: ``stage``'s shipped entry with ``entry``'s fields."""
+    return {"chunk_stages": {stage: {**tiles.CUDA_LAUNCH[stage], **entry}}}
+
+
 @pytest.mark.parametrize("choice", ["tf32x3", "tf32", "input"])
-def test_dot_precision_cuda_table(choice, monkeypatch):
+def test_dot_precision_cuda_table(choice):
     """On CUDA the table decides for bf16 inputs; float16 and float32 inputs always keep tf32x3."""
-    monkeypatch.setattr(tiles.backend, "device_type", lambda: "cuda")
-    monkeypatch.setattr(tiles.backend, "is_interpreter", lambda: False)
-    monkeypatch.setitem(tiles.CUDA_LAUNCH, "wy_bwd", {**tiles.CUDA_LAUNCH["wy_bwd"], "precision": choice})
-    assert tiles.dot_precision("wy_bwd", torch.bfloat16) == choice
-    assert tiles.dot_precision("wy_bwd", torch.float16) == "tf32x3"
-    assert tiles.dot_precision("wy_bwd", torch.float32) == "tf32x3"
+    with backend.use(_target("cuda", False, **_stage("wy_bwd", precision=choice))):
+        assert tiles.dot_precision("wy_bwd", torch.bfloat16) == choice
+        assert tiles.dot_precision("wy_bwd", torch.float16) == "tf32x3"
+        assert tiles.dot_precision("wy_bwd", torch.float32) == "tf32x3"
 
 
 @pytest.mark.parametrize("device_type", ["cpu", "npu"])
-def test_dot_precision_exact_elsewhere(device_type, monkeypatch):
+def test_dot_precision_exact_elsewhere(device_type):
     """The interpreter and the Ascend cube multiply fp32 exactly: always "ieee" there."""
-    monkeypatch.setattr(tiles.backend, "device_type", lambda: device_type)
-    monkeypatch.setitem(tiles.CUDA_LAUNCH, "wy_bwd", {**tiles.CUDA_LAUNCH["wy_bwd"], "precision": "input"})
-    for dtype in (torch.bfloat16, torch.float16, torch.float32):
-        assert tiles.dot_precision("wy_bwd", dtype) == "ieee"
+    with backend.use(_target(device_type, device_type == "cpu", **_stage("wy_bwd", precision="input"))):
+        for dtype in (torch.bfloat16, torch.float16, torch.float32):
+            assert tiles.dot_precision("wy_bwd", dtype) == "ieee"
 
 
-def test_dot_precision_interpreter_on_cuda_host(monkeypatch):
+def test_dot_precision_interpreter_on_cuda_host():
     """TRITON_INTERPRET=1 on a CUDA machine: the interpreter's bf16 dots are wrong, so "ieee"."""
-    monkeypatch.setattr(tiles.backend, "device_type", lambda: "cuda")
-    monkeypatch.setattr(tiles.backend, "is_interpreter", lambda: True)
-    monkeypatch.setitem(tiles.CUDA_LAUNCH, "wy_bwd", {**tiles.CUDA_LAUNCH["wy_bwd"], "precision": "input"})
-    assert tiles.dot_precision("wy_bwd", torch.bfloat16) == "ieee"
+    with backend.use(_target("cuda", True, **_stage("wy_bwd", precision="input"))):
+        assert tiles.dot_precision("wy_bwd", torch.bfloat16) == "ieee"
 
 
 @pytest.mark.parametrize("bk, bv, want", [(64, 32, (64, 64)), (16, 16, (32, 32)), (32, 16, (32, 32)),
@@ -76,23 +84,22 @@ def test_launch_first_fitting_steps_down_and_remembers(monkeypatch):
 
 
 @pytest.fixture
-def compiled_cuda(monkeypatch):
-    """The backend as on an H200 with compiled kernels (132 SMs; launch options kept, None dropped)."""
-    from fla_ascend.ops.common import chunk_h
+def compiled_cuda():
+    """``compiled_cuda(**overrides)``: the target of an H200 with compiled kernels (132 SMs) and
+    those launch-table overrides, active for the rest of the test."""
+    import contextlib
 
-    monkeypatch.setattr(chunk_h.backend, "device_type", lambda: "cuda")
-    monkeypatch.setattr(chunk_h.backend, "is_interpreter", lambda: False)
-    monkeypatch.setattr(chunk_h.backend, "num_cores", lambda kind: 132)
-    monkeypatch.setattr(chunk_h.backend, "launch_options", lambda **o: {k: v for k, v in o.items() if v is not None})
+    with contextlib.ExitStack() as stack:
+        yield lambda **overrides: stack.enter_context(backend.use(_target("cuda", False, 132, **overrides)))
 
 
 @pytest.mark.parametrize("N, HV, V, want_bv", [(1, 32, 128, 32), (8, 32, 128, 64), (1, 4, 128, 32), (8, 32, 16, 16)])
-def test_state_launches_on_cuda(N, HV, V, want_bv, compiled_cuda, monkeypatch):
+def test_state_launches_on_cuda(N, HV, V, want_bv, compiled_cuda):
     """The state recurrences on CUDA: the widest table BV with one program per SM (else the
     narrowest table BV) at the table's num_stages first, then fewer stages, then narrower BV."""
     from fla_ascend.ops.common import chunk_h
 
-    monkeypatch.setitem(tiles.CUDA_LAUNCH, "bwd_dh", {"num_warps": 4, "num_stages": {128: 3, 256: 2}, "bv": (64, 32)})
+    compiled_cuda(**_stage("bwd_dh", num_warps=4, num_stages={128: 3, 256: 2}, bv=(64, 32)))
     x = torch.empty(1, dtype=torch.bfloat16)
     got = chunk_h._state_launches("bwd_dh", N, HV, 128, V, chunk_h.BWD_DH_TILES, 64, x)
     assert got[0] == (want_bv, {"num_warps": 4, "num_stages": 3})
@@ -108,33 +115,33 @@ def test_state_launches_on_npu_and_interpreter(monkeypatch):
     from fla_ascend.ops.common import chunk_h
 
     x = torch.empty(1, dtype=torch.bfloat16)
-    monkeypatch.setattr(chunk_h.backend, "launch_options", lambda **o: {k: v for k, v in o.items() if v is not None})
     monkeypatch.setattr(chunk_h, "npu_tiles", lambda *a, **k: {"BV": 32, "multibuffer": False})
-    assert chunk_h._state_launches("bwd_dh", 1, 4, 256, 128, chunk_h.BWD_DH_TILES, 64, x) == \
-        [(32, {"multibuffer": False})]
+    with backend.use(_target("npu", False, 24)):
+        assert chunk_h._state_launches("bwd_dh", 1, 4, 256, 128, chunk_h.BWD_DH_TILES, 64, x) == \
+            [(32, {"multibuffer": False})]
     monkeypatch.setattr(chunk_h, "npu_tiles", lambda *a, **k: None)
-    monkeypatch.setattr(chunk_h.backend, "is_cuda_compiled", lambda: False)
-    assert chunk_h._state_launches("fwd_h", 1, 4, 128, 20, chunk_h.FWD_H_TILES, 64, x) == [(32, {})]
+    with backend.use(_target("cpu", True)):
+        assert chunk_h._state_launches("fwd_h", 1, 4, 128, 20, chunk_h.FWD_H_TILES, 64, x) == [(32, {})]
 
 
-def test_state_launches_reject_zero_stages(compiled_cuda, monkeypatch):
+def test_state_launches_reject_zero_stages(compiled_cuda):
     """A table entry with num_stages below 1 (a benchmark override) is refused by name instead of
     giving an empty candidate list."""
     from fla_ascend.ops.common import chunk_h
 
-    monkeypatch.setitem(tiles.CUDA_LAUNCH, "fwd_h", {"num_warps": 4, "num_stages": 0, "bv": (64, 32)})
+    compiled_cuda(**_stage("fwd_h", num_warps=4, num_stages=0, bv=(64, 32)))
     x = torch.empty(1, dtype=torch.bfloat16)
     with pytest.raises(ValueError, match=r"CUDA_LAUNCH\['fwd_h'\]\['num_stages'\] must be >= 1, got 0"):
         chunk_h._state_launches("fwd_h", 1, 4, 128, 128, chunk_h.FWD_H_TILES, 64, x)
 
 
 @pytest.mark.parametrize("K, want", [(64, 3), (100, 3), (128, 3), (200, 2), (256, 2), (512, 2)])
-def test_state_launches_stages_per_head_dim(K, want, compiled_cuda, monkeypatch):
+def test_state_launches_stages_per_head_dim(K, want, compiled_cuda):
     """num_stages given per largest dot_dim(K): the first candidate takes the entry for the
     smallest key >= dot_dim(K) (the largest key beyond it)."""
     from fla_ascend.ops.common import chunk_h
 
-    monkeypatch.setitem(tiles.CUDA_LAUNCH, "fwd_h", {"num_warps": 4, "num_stages": {128: 3, 256: 2}, "bv": (64, 32)})
+    compiled_cuda(**_stage("fwd_h", num_warps=4, num_stages={128: 3, 256: 2}, bv=(64, 32)))
     x = torch.empty(1, dtype=torch.bfloat16)
     got = chunk_h._state_launches("fwd_h", 1, 32, K, 128, chunk_h.FWD_H_TILES, 64, x)
     assert got[0][1]["num_stages"] == want

@@ -39,9 +39,20 @@ def test_bad_names():
 
 
 def test_detect_from_env(monkeypatch):
+    """get_chip(None) and detect_chip give the active target's chip; for a target without one (the
+    default) the environment's (environment_chip: TRITON_ASCEND_ARCH), else DEFAULT_CHIP."""
+    from fla_ascend import backend
+
     monkeypatch.setenv("TRITON_ASCEND_ARCH", "Ascend910B3")
-    assert chips.detect_chip() == "Ascend910B3"
-    assert chips.get_chip(None).name == "Ascend910B3"
+    assert chips.environment_chip() == "Ascend910B3"
     monkeypatch.setenv("TRITON_ASCEND_ARCH", "nonsense")
-    assert chips.detect_chip() is None
-    assert chips.get_chip(None).name == chips.DEFAULT_CHIP
+    assert chips.environment_chip() is None
+    with backend.use(backend.current().replace(chip=chips.get_chip("Ascend910B3"))):
+        assert chips.detect_chip() == "Ascend910B3"
+        assert chips.get_chip(None).name == "Ascend910B3"
+    with backend.use(backend.current().replace(chip=None, device_type="cpu")):  # the environment's: none here
+        assert chips.detect_chip() is None
+        assert chips.get_chip(None).name == chips.DEFAULT_CHIP
+    monkeypatch.setenv("TRITON_ASCEND_ARCH", "Ascend910B3")
+    with backend.use(backend.current().replace(chip=None, device_type="cpu")):
+        assert chips.get_chip(None).name == "Ascend910B3"

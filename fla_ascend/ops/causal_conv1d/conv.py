@@ -8,6 +8,8 @@ live-tile declarations (UB model) and the NPU layout are in :mod:`.kernels`.
 """
 from __future__ import annotations
 
+from types import MappingProxyType
+
 from fla_ascend.backend import launch_options
 
 import torch
@@ -34,7 +36,7 @@ from fla_ascend.ops.utils.validation import (
     op_errors,
 )
 from fla_ascend.tiling import check_int32_offsets, task_plan
-from fla_ascend.tiling.grid import CUDA_MAX_GRID_X, MAX_GRID
+from fla_ascend.tiling.grid import MAX_GRID, cuda_max_grid_x
 from fla_ascend.tiling.sizes import cdiv, next_pow2
 
 ACTIVATIONS = (None, "silu", "swish")
@@ -45,8 +47,10 @@ an activation ``W * W`` on the NPU and under the interpreter, ``2 W`` with compi
 tile); widths 2 to 4 are the fast case (Qwen3-Next uses 4)."""
 
 
-CUDA_TILES = {"fwd": (32, 128, 4), "bwd": (32, 64, 2)}
-"""Off-NPU ``(BT, BD, num_warps)`` of the forward and the backward sequence kernels, from H200
+CUDA_TILES = MappingProxyType({"fwd": (32, 128, 4), "bwd": (32, 64, 2), "grid3d": True})
+"""Off-NPU ``(BT, BD, num_warps)`` of the forward and the backward sequence kernels, and whether the
+CUDA forward takes the 3-D grid (:func:`_grid3d`); read-only, overridden through the active target
+(``Target.overrides["causal_conv1d"]``). The tiles are from H200
 A/Bs of tiles and warp counts at both conv anchors (``benchmarks/tune_tiles.py --op causal_conv1d``;
 cases.md, causal_conv1d): forward at B1 T32768 D8192 0.638 ms with ``[64, 128]`` 4 warps, 0.556 ms
 with ``[32, 128]`` (per-tap backward, 2026-11-30); the ``tl.gather`` backward (compiled CUDA) at
@@ -64,12 +68,12 @@ def _tiles(D: int, stage: str) -> tuple[int, int, int]:
     largest, holds one tap's window loads of ``x`` and of the state, ``dy``, ``dht`` and the
     accumulators: with bf16, W = 4, ``[16, 128]`` tiles bishengir-compile plans 148864 B of the
     196608 B UB of an A2/A3 vector core (:data:`.kernels.BWD_TILES`; docs/check.md). Elsewhere
-    :data:`CUDA_TILES`.
+    :data:`CUDA_TILES` (with the active target's overrides).
     """
     if backend.device_type() == "npu":
         BD = min(128, next_pow2(D))
         return max(8, 2048 // BD), BD, 4
-    BT, BD, num_warps = CUDA_TILES[stage]
+    BT, BD, num_warps = backend.table("causal_conv1d", CUDA_TILES)[stage]
     return BT, min(BD, next_pow2(D)), num_warps
 
 
@@ -86,11 +90,13 @@ def _grid3d(*dims: int) -> tuple[int, int, int] | None:
     where every dimension fits (x up to 2^31 - 1, y and z up to 65535); ``None`` elsewhere (the
     NPU and the interpreter use the task plan). On the H200 the conv anchors' forward took 0.115 /
     0.421 ms with this grid against 0.122 / 0.450 ms with the 1-D task plan (B4 T4096 D4096 /
-    B1 T32768 D8192, one process: ``benchmarks/ab_launch_plans.py``, cases.md)."""
-    if not backend.is_cuda_compiled():
+    B1 T32768 D8192, one process: ``benchmarks/ab_launch_plans.py``, cases.md). The x limit is the
+    active target's :func:`fla_ascend.tiling.grid.cuda_max_grid_x`; ``CUDA_TILES["grid3d"]`` off
+    (a target override) gives ``None``."""
+    if not backend.is_cuda_compiled() or not backend.table("causal_conv1d", CUDA_TILES)["grid3d"]:
         return None
     x, y, z = dims
-    return dims if 1 <= x <= CUDA_MAX_GRID_X and 1 <= y <= MAX_GRID and 1 <= z <= MAX_GRID else None
+    return dims if 1 <= x <= cuda_max_grid_x() and 1 <= y <= MAX_GRID and 1 <= z <= MAX_GRID else None
 
 
 def _state_rows(state: torch.Tensor | None) -> torch.Tensor | None:

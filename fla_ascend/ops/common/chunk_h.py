@@ -16,7 +16,7 @@ import triton.language as tl
 
 from fla_ascend import backend
 from fla_ascend.ops.common.chunk_index import seq_bounds
-from fla_ascend.ops.common.tiles import CUDA_LAUNCH, dot_dim, launch_first_fitting, npu_tiles
+from fla_ascend.ops.common.tiles import cuda_launch, dot_dim, launch_first_fitting, npu_tiles
 from fla_ascend.tiling import task_plan
 from fla_ascend.tiling.sizes import cdiv
 from fla_ascend.tiling.ub import Tile
@@ -116,7 +116,7 @@ def _state_launches(stage: str, N: int, HV: int, K: int, V: int, tiles, chunk_si
         return [(min(fit["BV"], dot_dim(V)), backend.launch_options(multibuffer=fit.get("multibuffer")))]
     if not backend.is_cuda_compiled():
         return [(min(64, dot_dim(V)), {})]
-    entry = CUDA_LAUNCH[stage]
+    entry = cuda_launch(stage)
     stages = entry["num_stages"]
     if isinstance(stages, dict):  # largest dot_dim(K) served -> stages
         stages = stages[min((k for k in stages if k >= dot_dim(K)), default=max(stages))]

@@ -13,6 +13,7 @@ A task is ``BM`` rows of ``[B * T * H]`` with the whole (padded) ``K`` on chip.
 from __future__ import annotations
 
 import operator
+from types import MappingProxyType
 
 from fla_ascend.backend import launch_options
 
@@ -20,6 +21,7 @@ import torch
 import triton
 import triton.language as tl
 
+from fla_ascend import backend
 from fla_ascend.tiling import check_int32_offsets, task_plan
 from fla_ascend.tiling.sizes import cdiv, next_pow2
 from fla_ascend.tiling.ub import Tile
@@ -27,6 +29,10 @@ from fla_ascend.tiling.ub import Tile
 TILE_ELEMS = 4096
 """Elements of one ``[BM, BK]`` task. UB: bishengir-compile plans 81920 B (five float32 tiles: the
 slices loaded, the sum, multi-buffered) of the 196608 B of an A2/A3 vector core (docs/check.md)."""
+
+TILES = MappingProxyType({"tile_elems": TILE_ELEMS})
+"""The stage's launch table, every backend: ``tile_elems`` (:data:`TILE_ELEMS`). Read-only; A/Bs
+override it through the active target (``Target.overrides["gva_group_sum"]``)."""
 
 GVA_SUM_TILES = [Tile((5, "BM", "BK"), "fp32", "slices of value heads, group sum (bishengir-compile's A2 plan)",
                       buffered=False)]
@@ -97,7 +103,7 @@ def gva_group_sum(x: torch.Tensor, H: int, dtype: torch.dtype) -> torch.Tensor:
     if M == 0 or K == 0:
         return y
     BK = next_pow2(K)
-    BM = max(1, min(TILE_ELEMS // BK, next_pow2(M)))
+    BM = max(1, min(backend.table("gva_group_sum", TILES)["tile_elems"] // BK, next_pow2(M)))
     G = HV // H
     check_int32_offsets(f"gva_group_sum: one task's span of x ({BM} rows x G={G} x K={K})", BM * G * K)
     plan = task_plan(cdiv(M, BM), "vector")

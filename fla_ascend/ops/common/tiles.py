@@ -3,7 +3,8 @@
 smallest dot tile extent."""
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from types import MappingProxyType
 
 import torch
 import triton
@@ -52,7 +53,13 @@ NPU_MARGINS = (0.9, 1.0)
 says why), the whole UB."""
 
 
-CUDA_LAUNCH = {
+def _frozen(table: dict) -> Mapping[str, Mapping]:
+    """``table`` read-only, its entries and their nested ``num_stages`` maps too."""
+    return MappingProxyType({k: MappingProxyType({f: MappingProxyType(v) if isinstance(v, dict) else v
+                                                  for f, v in e.items()}) for k, e in table.items()})
+
+
+CUDA_LAUNCH: Mapping[str, Mapping] = _frozen({
     # stage: launch options and dot precision on CUDA (measured on the H200: see cases.md)
     "wy_fwd": {"num_warps": 4, "num_stages": 1, "precision": "tf32"},
     "wy_bwd": {"num_warps": 4, "num_stages": 2, "precision": "input"},
@@ -66,14 +73,27 @@ CUDA_LAUNCH = {
     # at K = V = 100, 0.050 in the fp16 Qwen3-Next varlen case, not deterministic at Qwen3-Next's
     # shape (GPU tier, 2026-11-30; cases.md)
     "dqkwg": {"num_warps": 4, "num_stages": 1},
-}
+})
 """Per-stage CUDA choices: ``num_warps``, ``num_stages``, the ``input_precision`` of the
 fp32 x fp32 dots of the WY stages, and the ``BV`` candidates of the state recurrences. A table,
 not ``triton.autotune``: autotuning at import raises with triton-ascend and no NPU
-(docs/ascend-rules.md, R3); benchmarks may override entries.
+(docs/ascend-rules.md, R3). Read-only; benchmarks override entries through the active target
+(``Target.overrides["chunk_stages"]``, read by :func:`cuda_launch`).
 The state recurrences' ``num_stages`` maps the largest ``dot_dim(K)`` it serves to the deepest
 pipeline they take; where that does not fit the GPU's shared memory (wide heads, fp32 inputs)
 :func:`launch_first_fitting` steps down."""
+
+
+
+def cuda_launch(stage: str) -> Mapping:
+    """The CUDA launch entry of ``stage``: :data:`CUDA_LAUNCH`'s, or the active target's override
+    (``overrides["chunk_stages"][stage]``).
+
+    Raises:
+        KeyError: unknown stage (also one only an override names).
+    """
+    return backend.table("chunk_stages", CUDA_LAUNCH)[stage]
+
 
 _FIRST_FIT: dict[tuple, tuple[list, int]] = {}
 
@@ -86,6 +106,8 @@ def launch_first_fitting(stage: str, key: tuple, candidates: Sequence, launch: C
     compiled kernel, before anything runs, so the next candidate is tried. The index of the
     candidate that loaded is remembered per ``stage``, ``key`` (everything else the kernel's
     size depends on: device, dtypes, head dims) and candidate list, so later calls start there.
+    A stage in the active target's ``strict_stages`` tries only its first candidate and neither
+    reads nor writes the remembered index (a stage A/B times exactly the variant asked for).
 
     Args:
         stage: the stage's name (``"fwd_h"``); a stage A/B times one candidate alone with
@@ -105,6 +127,9 @@ def launch_first_fitting(stage: str, key: tuple, candidates: Sequence, launch: C
     """
     if not candidates:
         raise ValueError(f"{stage}: no launch candidates ({what or key})")
+    strict = stage in backend.current().strict_stages
+    if strict:
+        candidates = list(candidates)[:1]
     cached = _FIRST_FIT.get((stage, key))  # (candidate list, index that loaded)
     start = cached[1] if cached and cached[0] == candidates else 0
     stop = len(candidates)
@@ -118,7 +143,8 @@ def launch_first_fitting(stage: str, key: tuple, candidates: Sequence, launch: C
                     f"tried {list(candidates[start:stop])}, the last needs {e.required} B of {e.name}, "
                     f"the device has {e.limit} B") from e
             continue
-        _FIRST_FIT[(stage, key)] = (list(candidates), i)
+        if not strict:
+            _FIRST_FIT[(stage, key)] = (list(candidates), i)
         return candidates[i]
 
 
@@ -126,7 +152,7 @@ def stage_launch(stage: str, multibuffer: bool | None = None) -> dict:
     """Launch keyword arguments of a chunk stage for the current backend (filtered by
     :func:`fla_ascend.backend.launch_options`: CUDA gets ``num_warps``/``num_stages``, an NPU
     gets ``multibuffer``)."""
-    opts = {k: v for k, v in CUDA_LAUNCH[stage].items() if k in ("num_warps", "num_stages")}
+    opts = {k: v for k, v in cuda_launch(stage).items() if k in ("num_warps", "num_stages")}
     return backend.launch_options(**opts, multibuffer=multibuffer)
 
 
@@ -145,7 +171,7 @@ def dot_precision(stage: str, dtype: torch.dtype) -> str:
     """
     if not backend.is_cuda_compiled():
         return "ieee"
-    precision = CUDA_LAUNCH[stage].get("precision", "ieee")
+    precision = cuda_launch(stage).get("precision", "ieee")
     if dtype != torch.bfloat16 and precision != "ieee":
         return "tf32x3"
     return precision

@@ -8,6 +8,8 @@ V-first state layout are constexpr flags, as flash-linear-attention 0.6.0's argu
 """
 from __future__ import annotations
 
+from types import MappingProxyType
+
 from fla_ascend.backend import launch_options
 
 import torch
@@ -132,9 +134,12 @@ def fused_recurrent_gated_delta_rule_kernel(
                               NEG_EIGVAL, STATE_V_FIRST, BETA_PER_V)
 
 
-CUDA_WARPS = 2
-"""Warps per program on CUDA. H200 A/B (``benchmarks/tune_tiles.py``, cases.md): with ``BV = 32``,
-2 warps reach 83-84% (B64) and 92% (B256) of copy bandwidth at T = 1, 4 warps 76% / 82%."""
+CUDA_TILES = MappingProxyType({"bv": 32, "num_warps": 2})
+"""Off-NPU launch of the kernel: ``bv``, the value slice of the state on CUDA (enough programs to
+saturate HBM at decode batch sizes), and ``num_warps`` per program. Read-only; overridden through
+the active target (``Target.overrides["fused_recurrent_gated_delta_rule"]``), where an overridden
+``bv`` applies under the interpreter too. H200 A/B (``benchmarks/tune_tiles.py``, cases.md): with
+``BV = 32``, 2 warps reach 83-84% (B64) and 92% (B256) of copy bandwidth at T = 1, 4 warps 76% / 82%."""
 
 
 RECURRENT_TILES = [
@@ -163,14 +168,15 @@ least the compiler's plan, docs/check.md)."""
 
 
 def _recurrent_tiles(K: int, V: int, x: torch.Tensor, flags: dict | None = None) -> tuple[int, dict]:
-    """``(BV, Ascend launch options)``. CUDA: ``BV = 32`` (enough programs to saturate HBM at
-    decode batch sizes). NPU: the largest ``BV`` of 64, 32, 16, 8 whose :data:`RECURRENT_TILES`
-    fit :data:`NPU_UB_MARGIN` of UB single-buffered (``BV = 64`` at ``K <= 128``, 32 at
-    ``K = 256``), launched with ``multibuffer=False``: one time step's loads are a few hundred
-    bytes, so double-buffering would only halve ``BV``. Elsewhere up to 64. ``flags``: the
-    kernel's ``STATE_V_FIRST``, ``USE_GK``, ``USE_GV`` (0/1; default 0), which add tiles."""
+    """``(BV, Ascend launch options)``. CUDA: :data:`CUDA_TILES`' ``bv`` (32). NPU: the largest
+    ``BV`` of 64, 32, 16, 8 whose :data:`RECURRENT_TILES` fit :data:`NPU_UB_MARGIN` of UB
+    single-buffered (``BV = 64`` at ``K <= 128``, 32 at ``K = 256``), launched with
+    ``multibuffer=False``: one time step's loads are a few hundred bytes, so double-buffering would
+    only halve ``BV``. Elsewhere up to 64. ``flags``: the kernel's ``STATE_V_FIRST``, ``USE_GK``,
+    ``USE_GV`` (0/1; default 0), which add tiles. A ``bv`` in the active target's overrides applies
+    off the NPU (CUDA and the interpreter)."""
     if backend.device_type() == "cuda":
-        return min(32, next_pow2(V)), {}
+        return min(backend.table("fused_recurrent_gated_delta_rule", CUDA_TILES)["bv"], next_pow2(V)), {}
     if backend.device_type() == "npu":
         cands = [b for b in (64, 32, 16, 8) if b <= max(8, next_pow2(V))]
         bv = fit_tiles(RECURRENT_TILES, {"BV": cands},
@@ -178,7 +184,8 @@ def _recurrent_tiles(K: int, V: int, x: torch.Tensor, flags: dict | None = None)
                               "STATE_V_FIRST": 0, "USE_GK": 0, "USE_GV": 0, **(flags or {})},
                        multibuffer=1, margin=NPU_UB_MARGIN)["BV"]
         return bv, {"multibuffer": False}
-    return min(64, next_pow2(V)), {}
+    over = backend.current().overrides.get("fused_recurrent_gated_delta_rule", {})
+    return min(over.get("bv", 64), next_pow2(V)), {}
 
 
 def fused_recurrent_gated_delta_rule_fwd(x, output_final_state, use_qk_l2norm_in_kernel, use_beta_sigmoid_in_kernel,
@@ -205,7 +212,8 @@ def fused_recurrent_gated_delta_rule_fwd(x, output_final_state, use_qk_l2norm_in
         USE_G=x.g is not None, USE_GK=x.gk is not None, USE_GV=x.gv is not None, USE_BETA=x.beta is not None,
         BETA_SIGMOID=use_beta_sigmoid_in_kernel, NEG_EIGVAL=allow_neg_eigval, STATE_V_FIRST=state_v_first,
         BETA_PER_V=x.beta is not None and x.beta.dim() == 4,
-        **launch_options(num_warps=CUDA_WARPS, **npu_options),
+        **launch_options(num_warps=backend.table("fused_recurrent_gated_delta_rule", CUDA_TILES)["num_warps"],
+                         **npu_options),
     )
     return o, ht
 

@@ -8,6 +8,8 @@ per-row ``rstd = 1 / sqrt(sum(x^2) + eps)`` in float32 for the backward:
 """
 from __future__ import annotations
 
+from types import MappingProxyType
+
 from fla_ascend.backend import launch_options
 
 import torch
@@ -27,11 +29,14 @@ MAX_D = 8192
 # each charged twice by Ascend's automatic multibuffer: 3 x 8192 x 4 B x 2 = 192 KiB would be the
 # whole UB of an A2/A3 vector core (docs/ascend-rules.md, R4), so tiles stay at 4096 elements where D allows.
 _TILE_ELEMS = 4096
-_CUDA_TILE_ELEMS = 1024
-"""l2norm's tile on CUDA: H200 A/B in one process (``benchmarks/tune_tiles.py``, cases.md) at B8
-T2048 H32 K128: 8 rows (1024 elements) 0.069 ms forward, 0.260 ms forward+backward; 32 rows
-0.122 / 0.456 ms. A later side-by-side run (one process per case) measured 0.077 / 0.593 ms with
-8 rows: the forward gain held there, the forward+backward one is not confirmed."""
+CUDA_TILES = MappingProxyType({"tile_elems": 1024, "rows": None, "num_warps": None})
+"""l2norm's off-NPU launch: ``tile_elems``, the elements of a task's tile on CUDA; ``rows`` (rows
+per task) and ``num_warps``, ``None``: derived (:func:`row_block`; 4 warps up to ``BD = 2048``, else
+8). Read-only; overridden through the active target (``Target.overrides["l2norm"]``), where ``rows``
+applies under the interpreter too. The tile: H200 A/B in one process (``benchmarks/tune_tiles.py``,
+cases.md) at B8 T2048 H32 K128: 8 rows (1024 elements) 0.069 ms forward, 0.260 ms forward+backward;
+32 rows 0.122 / 0.456 ms. A later side-by-side run (one process per case) measured 0.077 / 0.593 ms
+with 8 rows: the forward gain held there, the forward+backward one is not confirmed."""
 
 
 def check_rows(x: object) -> int:
@@ -49,6 +54,17 @@ def check_rows(x: object) -> int:
     if not 1 <= D <= MAX_D:
         raise ValueError(f"x's last dimension D must be in [1, {MAX_D}], got {D}")
     return D
+
+
+def norm_launch(op: str, table, D: int, cuda_tile_elems: int = _TILE_ELEMS) -> tuple[int, int, int]:
+    """``(BM, BD, num_warps)`` of a row-norm launch: :func:`row_block` for ``cuda_tile_elems``,
+    then the active target's overrides of launch table ``op`` (``table`` is the module's
+    ``CUDA_TILES``): ``rows`` off the NPU, ``num_warps`` (CUDA only; 4 up to ``BD = 2048``, else 8)."""
+    t = backend.table(op, table)
+    BM, BD = row_block(D, cuda_tile_elems)
+    if t["rows"] is not None and backend.device_type() != "npu":
+        BM = t["rows"]
+    return BM, BD, t["num_warps"] or (4 if BD <= 2048 else 8)
 
 
 def row_block(D: int, cuda_tile_elems: int = _TILE_ELEMS) -> tuple[int, int]:
@@ -125,13 +141,13 @@ def l2norm_fwd(x: torch.Tensor, eps: float,
     """Launch the forward on ``x`` ``[M, D]`` (contiguous). Returns ``(y [M, D] in output_dtype
     (default x.dtype), rstd [M] float32)``."""
     M, D = x.shape
-    BM, BD = row_block(D, _CUDA_TILE_ELEMS)
+    BM, BD, num_warps = norm_launch("l2norm", CUDA_TILES, D, backend.table("l2norm", CUDA_TILES)["tile_elems"])
     y = torch.empty_like(x, dtype=output_dtype or x.dtype)
     rstd = torch.empty(M, dtype=torch.float32, device=x.device)
     plan = task_plan(cdiv(M, BM), "vector")
     l2norm_fwd_kernel[plan.grid](
         x=x, y=y, rstd=rstd, M=M, D=D, eps=float(eps), n_tasks=plan.n_tasks, n_programs=plan.n_programs,
-        BM=BM, BD=BD, TASK_LOOP=plan.task_loop, **launch_options(num_warps=4 if BD <= 2048 else 8),
+        BM=BM, BD=BD, TASK_LOOP=plan.task_loop, **launch_options(num_warps=num_warps),
     )
     return y, rstd
 
@@ -140,12 +156,12 @@ def l2norm_bwd(x: torch.Tensor, rstd: torch.Tensor, dy: torch.Tensor) -> torch.T
     """Launch the backward: ``x``, ``dy`` ``[M, D]`` contiguous, ``rstd`` ``[M]`` float32.
     Returns ``dx`` ``[M, D]`` in ``x.dtype``."""
     M, D = x.shape
-    BM, BD = row_block(D, _CUDA_TILE_ELEMS)
+    BM, BD, num_warps = norm_launch("l2norm", CUDA_TILES, D, backend.table("l2norm", CUDA_TILES)["tile_elems"])
     dx = torch.empty_like(x)
     plan = task_plan(cdiv(M, BM), "vector")
     l2norm_bwd_kernel[plan.grid](
         x=x, rstd=rstd, dy=dy, dx=dx, M=M, D=D, n_tasks=plan.n_tasks, n_programs=plan.n_programs,
-        BM=BM, BD=BD, TASK_LOOP=plan.task_loop, **launch_options(num_warps=4 if BD <= 2048 else 8),
+        BM=BM, BD=BD, TASK_LOOP=plan.task_loop, **launch_options(num_warps=num_warps),
     )
     return dx
 

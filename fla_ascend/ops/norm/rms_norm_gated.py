@@ -8,6 +8,8 @@ CUDA the backward takes rows wider than 2048 in column blocks). The backward wri
 """
 from __future__ import annotations
 
+from types import MappingProxyType
+
 from fla_ascend.backend import launch_options
 
 import torch
@@ -16,7 +18,7 @@ import triton
 import triton.language as tl
 
 from fla_ascend import backend
-from fla_ascend.ops.norm.l2norm import MAX_D, check_rows, row_block
+from fla_ascend.ops.norm.l2norm import MAX_D, check_rows, norm_launch
 from fla_ascend.ops.utils.autograd import kernel_backward
 from fla_ascend.ops.utils.math import sigmoid, silu
 from fla_ascend.ops.utils.validation import check_bool, check_eps, check_same_device, check_tensor, op_errors
@@ -27,8 +29,11 @@ from fla_ascend.tiling.ub import Tile
 GATE_ACTIVATIONS = ("swish", "silu", "sigmoid")
 
 
-_CUDA_FWD_TILE_ELEMS = 2048
-"""The forward's tile on CUDA (16 rows at D = 128); the backward keeps ``row_block``'s default
+CUDA_TILES = MappingProxyType({"fwd_tile_elems": 2048, "rows": None, "num_warps": None})
+"""Off-NPU launch: ``fwd_tile_elems``, the forward's tile on CUDA; ``rows`` and ``num_warps`` of
+both directions, ``None``: derived (:func:`fla_ascend.ops.norm.l2norm.norm_launch`). Read-only;
+overridden through the active target (``Target.overrides["rms_norm_gated"]``). The forward's
+tile: 2048 elements (16 rows at D = 128); the backward keeps ``row_block``'s default
 (32 rows), which its per-task partial weight gradients prefer. H200 tile A/B (one tile for both
 directions, cases.md): 16 rows 0.099 ms forward at B8 T2048 HV32 V128 against 0.113 ms with 32;
 32 rows 0.376 ms fwd+bwd against 0.634 with 16. Beside fla, one process per tree: forward 0.151
@@ -207,7 +212,8 @@ def rms_norm_gated_bwd_kernel(
 def rms_norm_gated_fwd(x, g, weight, bias, eps, swish):
     """Launch the forward on ``x`` (and ``g``) ``[M, D]`` contiguous. Returns ``(y, rstd [M] float32)``."""
     M, D = x.shape
-    BM, BD = row_block(D, _CUDA_FWD_TILE_ELEMS)
+    BM, BD, num_warps = norm_launch("rms_norm_gated", CUDA_TILES, D,
+                                    backend.table("rms_norm_gated", CUDA_TILES)["fwd_tile_elems"])
     y = torch.empty_like(x)
     rstd = torch.empty(M, dtype=torch.float32, device=x.device)
     plan = task_plan(cdiv(M, BM), "vector")
@@ -215,7 +221,7 @@ def rms_norm_gated_fwd(x, g, weight, bias, eps, swish):
         x=x, g=g, weight=weight, bias=bias, y=y, rstd=rstd, M=M, D=D, eps=float(eps), n_tasks=plan.n_tasks,
         n_programs=plan.n_programs, BM=BM, BD=BD, HAS_G=g is not None, HAS_WEIGHT=weight is not None,
         HAS_BIAS=bias is not None, SWISH=swish, TASK_LOOP=plan.task_loop,
-        **launch_options(num_warps=4 if BD <= 2048 else 8),
+        **launch_options(num_warps=num_warps),
     )
     return y, rstd
 
@@ -223,7 +229,7 @@ def rms_norm_gated_fwd(x, g, weight, bias, eps, swish):
 def rms_norm_gated_bwd(x, g, weight, bias, rstd, dy, swish):
     """Launch the backward. Returns ``(dx, dg or None, dweight float32 or None, dbias float32 or None)``."""
     M, D = x.shape
-    BM, BD = row_block(D)
+    BM, BD, num_warps = norm_launch("rms_norm_gated", CUDA_TILES, D)
     NDC = 1
     if not backend.is_cuda_compiled() and BM * BD > NPU_BWD_TILE_ELEMS:
         BM, BD = max(1, NPU_BWD_TILE_ELEMS // BD), min(BD, NPU_BWD_TILE_ELEMS)
@@ -238,7 +244,7 @@ def rms_norm_gated_bwd(x, g, weight, bias, rstd, dy, swish):
         x=x, g=g, weight=weight, bias=bias, rstd=rstd, dy=dy, dx=dx, dg=dg, dw_part=dw_part, db_part=db_part,
         M=M, D=D, n_tasks=plan.n_tasks, n_programs=plan.n_programs, BM=BM, BD=BD, HAS_G=g is not None,
         HAS_WEIGHT=weight is not None, HAS_BIAS=bias is not None, SWISH=swish, TASK_LOOP=plan.task_loop, NDC=NDC,
-        **launch_options(num_warps=4 if BD <= 2048 else 8),
+        **launch_options(num_warps=num_warps),
     )
     dw = dw_part.sum(0) if dw_part is not None else None
     db = db_part.sum(0) if db_part is not None else None

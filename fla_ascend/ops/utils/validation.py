@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import contextlib
-import functools
 import numbers
 import reprlib
 from collections.abc import Iterable, Iterator, Sequence
@@ -121,29 +120,23 @@ def _fmt(shape: Sequence[int | None]) -> str:
 
 def check_same_device(**tensors: torch.Tensor | None) -> None:
     """Raise ``ValueError`` when the given (non-None) tensors are on different devices, or on a
-    device of another type than the accelerator this process's kernels run on
-    (:func:`fla_ascend.backend.device_type`, where torch sees one: CPU tensors on a GPU machine reached Triton and
-    failed there)."""
+    device of another type than the one the active target's tensors live on
+    (:attr:`fla_ascend.backend.Target.tensor_device`, :func:`fla_ascend.backend.device`): CPU
+    tensors on a GPU machine reached Triton and failed there. For an interpreted target
+    (:attr:`fla_ascend.backend.Target.interpret`) kernels read host memory: any device passes that check."""
     present = {k: v for k, v in tensors.items() if v is not None}
     devices = {k: v.device for k, v in present.items()}
     if len(set(devices.values())) > 1:
         listing = ", ".join(f"{k} on {d}" for k, d in devices.items())
         raise ValueError(f"all tensors must be on one device; got {listing}")
-    want = backend.device_type()
-    if want == "cpu" or backend.is_interpreter() or not _accelerator_present(want):
-        return  # kernels read host memory (the interpreter), or a launch plan is only emulated
+    target = backend.current()
+    want = target.tensor_device
+    if want == "cpu" or target.interpret:
+        return  # kernels read host memory (the interpreter), or the target's tensors are on the host
     for name, dev in devices.items():
         if dev.type != want:
             raise ValueError(f"{name} must be on the device the kernels run on, {want} (fla_ascend.backend.device()); "
                              f"got a tensor on {dev}")
-
-
-@functools.cache
-def _accelerator_present(device_type: str) -> bool:
-    """Whether torch sees a ``device_type`` device (a launch plan emulated for another target on
-    the CPU, as the NPU check does, has none); asked once per process, not on every op call."""
-    mod = getattr(torch, device_type, None)
-    return bool(mod is not None and mod.is_available())
 
 
 def check_cu_seqlens(cu_seqlens: object, B: int, T: int) -> torch.Tensor:
