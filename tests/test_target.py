@@ -154,7 +154,7 @@ def test_table_merges_overrides_and_refuses_unknown_entries():
 def test_capture_target_plans_for_its_chip():
     """The check's capture target (no triton-ascend needed): the chip's core counts, its UB, CPU
     tensors, and every core kind a plan asks for recorded; the default target is back after it."""
-    from fla_ascend.check.runner import capture_target
+    from fla_ascend.compiler.capture import capture_target
 
     a5 = chips.get_chip("Ascend910_9599")
     kinds: list[str] = []
@@ -174,7 +174,7 @@ def test_capture_target_plans_for_its_chip():
 _CAPTURE = r"""
 import json, os, torch
 from fla_ascend import backend
-from fla_ascend.check.runner import capture
+from fla_ascend.compiler.capture import capture
 from fla_ascend.ops.norm.l2norm import l2norm
 from fla_ascend.tiling import chips
 out = {}

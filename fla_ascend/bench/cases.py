@@ -249,6 +249,7 @@ class BenchOp:
         spec: the op spec it is built from.
         dims: shape dimensions the op needs; a shape without them does not apply to the op.
         default_shapes: shape names run when ``--shapes`` is not given.
+        anchor_shapes: shape names ``--shapes anchors`` runs it at (its spec's named shapes).
         modes: modes the op supports (``"fwd"``, ``"fwdbwd"``).
         grad_inputs: names of the inputs that get gradients in ``fwdbwd``.
         providers: ``{provider: (**inputs) -> dict[name, tensor]}``; each is resolved lazily,
@@ -264,6 +265,7 @@ class BenchOp:
     spec: S.OpSpec
     dims: tuple[str, ...]
     default_shapes: tuple[str, ...]
+    anchor_shapes: tuple[str, ...]
     modes: tuple[str, ...]
     grad_inputs: tuple[str, ...]
     providers: dict[str, Callable]
@@ -319,7 +321,8 @@ def bench_op(spec: S.OpSpec) -> BenchOp:
                  "torch_ref": _provider(spec, spec.torch_ref or spec.reference)}
     # named for every op, so the default provider list applies to all; available() says why it cannot run
     providers["fla"] = _provider(spec, spec.fla) if spec.fla is not None else _no_fla
-    return BenchOp(name=spec.name, spec=spec, dims=spec.dims, default_shapes=spec.shapes[:1], modes=spec.modes,
+    return BenchOp(name=spec.name, spec=spec, dims=spec.dims, default_shapes=spec.shapes[:1],
+                   anchor_shapes=spec.shapes, modes=spec.modes,
                    grad_inputs=spec.grad_inputs, providers=providers, tolerance=dict(spec.tolerance),
                    torch_ref_limit=_torch_ref_limit(spec.torch_ref_max_tokens), prepare=spec.prepare)
 

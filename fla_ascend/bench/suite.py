@@ -83,14 +83,18 @@ def plan_cases(ops, shapes, modes, full_size=False, quick=False):
 
     On CPU (no accelerator) shapes are clamped with :func:`cases.scale_for_cpu` unless
     ``full_size``; an explicitly given shape that is scaled gets a note saying from what to
-    what (the default shapes are scaled silently: the table caption says so). Raises ValueError as
+    what (the default shapes are scaled silently: the table caption says so). ``shapes`` given as
+    exactly ``anchors`` runs each op at its own anchor shapes (its spec's named shapes; other
+    groups apply to every op whose dimensions they have). Raises ValueError as
     :func:`cases.parse_shapes`."""
-    parsed = C.parse_shapes(shapes)
+    own_anchors = isinstance(shapes, str) and shapes.strip().lower() == "anchors"
+    parsed = [] if own_anchors else C.parse_shapes(shapes)
     scale = backend.device_type() == "cpu" and not full_size
     plan, notes, seen = [], [], set()
     for op in ops:
         spec = C.OPS[op]
-        todo = parsed or [(n, dict(C.NAMED_SHAPES[n])) for n in spec.default_shapes]
+        names = spec.anchor_shapes if own_anchors else spec.default_shapes
+        todo = parsed or [(n, dict(C.NAMED_SHAPES[n])) for n in names]
         for label, shape in todo:
             full = spec.complete_shape(shape)
             if isinstance(full, str):

@@ -3,7 +3,7 @@
 Every kernel of every op spec (``fla_ascend/ops/<op>/spec.py``: core kind, declared live tiles, the
 scenario set it is launched in) becomes one :class:`~fla_ascend.check.runner.Case` per scenario. A
 *scenario* calls a public op (forward, and backward where the op has one) on small CPU tensors with
-one configuration; under :func:`fla_ascend.check.runner.capture` nothing runs, every kernel launch is
+one configuration; under :func:`fla_ascend.compiler.capture.capture` nothing runs, every kernel launch is
 recorded with the exact grid, sizes and options the op's launcher computes for the chip.
 
 A ``*_kernel`` under ``fla_ascend.ops`` that no spec lists fails the check ("kernel without registry

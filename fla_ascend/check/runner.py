@@ -3,14 +3,13 @@ one for a chip, read the IR, apply the rules, and decide the exit status.
 
 Runs only in a worker process started by :func:`fla_ascend.check.cli.run` (kernels must be
 compiled ``JITFunction`` objects, not interpreted ones). In that process the backend layer
-believes it targets an NPU (``FLA_ASCEND_DEVICE=npu``); :func:`capture` makes the chip's target
-(:func:`capture_target`: its core counts and UB, CPU tensors) the active one and records launches
+believes it targets an NPU (``FLA_ASCEND_DEVICE=npu``); :func:`fla_ascend.compiler.capture.capture`
+makes the chip's target (``capture_target``: its core counts and UB, CPU tensors) the active one and records launches
 instead of running them, so the launch plan, tile sizes and options are exactly what the launcher
 computes on that chip.
 """
 from __future__ import annotations
 
-import contextlib
 import fnmatch
 import importlib
 import inspect
@@ -21,12 +20,13 @@ from dataclasses import asdict, dataclass, field
 from fla_ascend.check import lint
 from fla_ascend.compiler import irscan
 from fla_ascend.compiler.bishengir import ir_fingerprint
+from fla_ascend.compiler.capture import Launch, capture
 from fla_ascend.compiler.lower import lower
 from fla_ascend.tiling import ub
 from fla_ascend.tiling.chips import ChipSpec
 from fla_ascend.tiling.grid import MAX_GRID
 
-__all__ = ["Case", "Launch", "capture", "capture_target", "discover_kernels", "check_cases", "CaseResult",
+__all__ = ["Case", "discover_kernels", "check_cases", "CaseResult",
            "COMPILE_OPTIONS", "select_cases"]
 
 COMPILE_OPTIONS = ("multibuffer", "unit_flag", "enable_auto_bind_sub_block", "tile_mix_vector_loop",
@@ -100,59 +100,6 @@ def select_cases(cases: list[Case], kernels: list[str] | None = None, ops: list[
                              f"known ops: {', '.join(known_ops) or '(the registry names none)'}")
         chosen |= {c.kernel for c in cases if c.op == name}
     return [c for c in cases if c.kernel in chosen]
-
-
-@dataclass
-class Launch:
-    fn: object
-    grid: tuple
-    kwargs: dict
-    options: dict
-    kind: str | None
-
-
-def capture_target(chip: ChipSpec, on_cores=None):
-    """The :class:`fla_ascend.backend.Target` the check captures launches under: an NPU with
-    ``chip``'s core counts, its UB model planning for ``chip``, compiled (not interpreted) launch
-    plans and options, tensors on the CPU; ``on_cores`` records the core kind each plan asks for."""
-    from fla_ascend import backend
-
-    return backend.Target(device_type="npu", interpret=False, chip=chip, cube_cores=chip.cube_cores,
-                          vector_cores=chip.vector_cores, tensor_device="cpu", on_cores=on_cores)
-
-
-@contextlib.contextmanager
-def capture(chip: ChipSpec):
-    """Record kernel launches instead of running them, planned for ``chip``
-    (:func:`capture_target` is the active target while the block runs).
-
-    Yields the list that launches are appended to (:class:`Launch`); each launch's ``kind`` is the
-    core kind its launch plan last asked for (``None`` when it asked none).
-    """
-    from triton.runtime.jit import JITFunction
-
-    from fla_ascend import backend
-
-    launches: list[Launch] = []
-    kinds: list[str] = []
-    orig_run = JITFunction.run
-
-    def record_run(self, *args, grid, warmup, **kwargs):
-        params = {p.name for p in self.params}
-        kw = dict(zip([p.name for p in self.params], args))
-        kw.update({k: v for k, v in kwargs.items() if k in params})
-        opts = {k: v for k, v in kwargs.items() if k not in params}
-        g = grid(kw) if callable(grid) else grid
-        launches.append(Launch(self, tuple(g), kw, opts, kinds[-1] if kinds else None))
-        kinds.clear()
-        return None
-
-    JITFunction.run = record_run  # the recording hook; the target is a value, below
-    try:
-        with backend.use(capture_target(chip, on_cores=kinds.append)):
-            yield launches
-    finally:
-        JITFunction.run = orig_run
 
 
 def discover_kernels(package: str = "fla_ascend.ops") -> tuple[dict, list]:

@@ -1,7 +1,7 @@
 """Static NPU time estimate per kernel launch, from the compiled plan (``fla-ascend estimate``).
 
 For one op at one shape: every kernel launch of its forward and backward is captured from the real
-launcher (:func:`fla_ascend.check.runner.capture`, the launch plan of the target chip), lowered with
+launcher (:func:`fla_ascend.compiler.capture.capture`, the launch plan of the target chip), lowered with
 triton-ascend's front end (:func:`fla_ascend.compiler.lower.lower`), compiled with Ascend's own compiler
 (:func:`fla_ascend.compiler.bishengir.compile_module`, cached), and the compiled module is walked with the
 launch's real arguments and grid (:mod:`fla_ascend.compiler.planeval`). The counts per core give a time
@@ -293,7 +293,7 @@ def _scalars(la, low) -> list:
 
 
 def estimate_launch(la, chip: ChipSpec, direction: str = "fwd", timeout_s: float = 600.0) -> LaunchEstimate:
-    """Lower, compile (cached) and evaluate one captured launch (:class:`fla_ascend.check.runner.Launch`).
+    """Lower, compile (cached) and evaluate one captured launch (:class:`fla_ascend.compiler.capture.Launch`).
 
     A lowering or compile failure is returned in ``error`` (``ok=False``), not raised."""
     from fla_ascend.compiler.bishengir import _KNOWN_OPTIONS, compile_module
@@ -427,7 +427,7 @@ def capture_op(op: str, shape: dict, chip: ChipSpec, side: str = "ours") -> list
     Raises:
         ValueError: unknown op or side.
     """
-    from fla_ascend.check.runner import capture
+    from fla_ascend.compiler.capture import capture
 
     if op not in estimated_ops():
         raise ValueError(f"op must be one of {', '.join(estimated_ops())}, got {op!r}")

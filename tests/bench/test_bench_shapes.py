@@ -93,3 +93,19 @@ def test_shape_keys_parse_back():
     with pytest.raises(ValueError, match="unknown dimension 'Q'"):
         parse_shapes("B1-T96-Q2")
     assert parse_shapes("T64") == [("T64", {"T": 64})]  # one part: a key when it is a dimension
+
+
+def test_anchors_run_each_op_at_its_own_anchor_shapes():
+    """``--shapes anchors`` is each op at its spec's named shapes (22 cases in both modes), not every
+    anchor for every op whose dimensions it has; a group named explicitly still applies to every op."""
+    from fla_ascend.bench import suite
+    from fla_ascend.ops import catalog
+
+    plan, _ = suite.plan_cases(list(C.OPS), "anchors", ["fwd", "fwdbwd"], full_size=True)
+    for op in C.OPS:
+        spec = catalog.get(op)
+        assert [p[1] for p in plan if p[0] == op] == [n for n in spec.shapes for m in ("fwd", "fwdbwd")
+                                                        if m in spec.modes]
+    assert len(plan) == 22
+    explicit, _ = suite.plan_cases(["fused_recurrent_gated_delta_rule"], "gdn-anchors", ["fwd"], full_size=True)
+    assert [p[1] for p in explicit] == list(catalog.shape_groups()["gdn-anchors"])
