@@ -39,9 +39,11 @@ def capture_target(chip: ChipSpec, on_cores=None):
 
 
 @contextlib.contextmanager
-def capture(chip: ChipSpec):
+def capture(chip: ChipSpec | None, target=None):
     """Record kernel launches instead of running them, planned for ``chip``
-    (:func:`capture_target` is the active target while the block runs).
+    (:func:`capture_target` is the active target while the block runs), or for ``target`` (a
+    :class:`fla_ascend.backend.Target`, e.g. a compiled CUDA one, whose tensors must then be on
+    ``target.tensor_device``) when it is given.
 
     Yields the list that launches are appended to (:class:`Launch`); each launch's ``kind`` is the
     core kind its launch plan last asked for (``None`` when it asked none).
@@ -66,7 +68,9 @@ def capture(chip: ChipSpec):
 
     JITFunction.run = record_run  # the recording hook; the target is a value, below
     try:
-        with backend.use(capture_target(chip, on_cores=kinds.append)):
+        active = (capture_target(chip, on_cores=kinds.append) if target is None
+                  else target.replace(on_cores=kinds.append))
+        with backend.use(active):
             yield launches
     finally:
         JITFunction.run = orig_run

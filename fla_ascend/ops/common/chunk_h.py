@@ -10,6 +10,8 @@ This is the sequential part of the chunked algorithm; its parallelism is ``N * H
 """
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import torch
 import triton
 import triton.language as tl
@@ -118,7 +120,7 @@ def _state_launches(stage: str, N: int, HV: int, K: int, V: int, tiles, chunk_si
         return [(min(64, dot_dim(V)), {})]
     entry = cuda_launch(stage)
     stages = entry["num_stages"]
-    if isinstance(stages, dict):  # largest dot_dim(K) served -> stages
+    if isinstance(stages, Mapping):  # largest dot_dim(K) served -> stages
         stages = stages[min((k for k in stages if k >= dot_dim(K)), default=max(stages))]
     if stages < 1:
         raise ValueError(f"CUDA_LAUNCH[{stage!r}]['num_stages'] must be >= 1, got {stages}")
