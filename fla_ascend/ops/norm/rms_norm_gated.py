@@ -323,33 +323,7 @@ def rms_norm_gated(
         ValueError: unknown activation, shape mismatches (``g`` vs ``x``, ``weight``/``bias`` vs ``D``),
             ``D`` out of range, negative ``eps``, tensors on several devices.
     """
-    with op_errors("rms_norm_gated"):
-        if activation not in GATE_ACTIVATIONS:
-            raise ValueError(f"activation must be one of {GATE_ACTIVATIONS}, got {activation!r}")
-        D = check_rows(x)
-        if g is not None:
-            check_tensor("g", g)
-            if g.shape != x.shape:
-                raise ValueError(f"g must have x's shape {tuple(x.shape)}, got {tuple(g.shape)}")
-        if weight is not None:
-            check_tensor("weight", weight, shape=(D,))
-        if bias is not None:
-            check_tensor("bias", bias, shape=(D,))
-        eps = check_eps(eps)
-        if residual is not None:
-            check_tensor("residual", residual)
-            if residual.shape != x.shape:
-                raise ValueError(f"residual must have x's shape {tuple(x.shape)}, got {tuple(residual.shape)}")
-        prenorm, residual_in_fp32 = check_bool("prenorm", prenorm), check_bool("residual_in_fp32", residual_in_fp32)
-        check_same_device(x=x, g=g, weight=weight, bias=bias, residual=residual)
-        check_int32_offsets("x", x.numel())
-    if residual is None and not residual_in_fp32:
-        y = _rms_norm_gated(x, g, weight, bias, activation, eps)
-        return (y, x) if prenorm else y
-    total = x.float() if residual is None else x.float() + residual.float()
-    residual_out = total.to(residual.dtype if residual is not None else torch.float32)
-    y = _rms_norm_gated(total, g, weight, bias, activation, eps).to(x.dtype)
-    return (y, residual_out) if prenorm else y
+    return _rms_norm("rms_norm_gated", x, g, weight, bias, activation, residual, prenorm, residual_in_fp32, eps)
 
 
 def _rms_norm_gated(x, g, weight, bias, activation, eps):
@@ -418,6 +392,36 @@ class FusedRMSNormGated(nn.Module):
                               self.eps)
 
 
+def _rms_norm(op, x, g, weight, bias, activation, residual, prenorm, residual_in_fp32, eps):
+    """:func:`rms_norm_gated`'s body; errors are prefixed by ``op`` (the public function called)."""
+    with op_errors(op):
+        if activation not in GATE_ACTIVATIONS:
+            raise ValueError(f"activation must be one of {GATE_ACTIVATIONS}, got {activation!r}")
+        D = check_rows(x)
+        if g is not None:
+            check_tensor("g", g)
+            if g.shape != x.shape:
+                raise ValueError(f"g must have x's shape {tuple(x.shape)}, got {tuple(g.shape)}")
+        if weight is not None:
+            check_tensor("weight", weight, shape=(D,))
+        if bias is not None:
+            check_tensor("bias", bias, shape=(D,))
+        eps = check_eps(eps)
+        if residual is not None:
+            check_tensor("residual", residual)
+            if residual.shape != x.shape:
+                raise ValueError(f"residual must have x's shape {tuple(x.shape)}, got {tuple(residual.shape)}")
+        prenorm, residual_in_fp32 = check_bool("prenorm", prenorm), check_bool("residual_in_fp32", residual_in_fp32)
+        check_same_device(x=x, g=g, weight=weight, bias=bias, residual=residual)
+        check_int32_offsets("x", x.numel())
+    if residual is None and not residual_in_fp32:
+        y = _rms_norm_gated(x, g, weight, bias, activation, eps)
+        return (y, x) if prenorm else y
+    total = x.float() if residual is None else x.float() + residual.float()
+    residual_out = total.to(residual.dtype if residual is not None else torch.float32)
+    y = _rms_norm_gated(total, g, weight, bias, activation, eps).to(x.dtype)
+    return (y, residual_out) if prenorm else y
+
 def rms_norm(
     x: torch.Tensor,
     weight: torch.Tensor | None,
@@ -428,5 +432,6 @@ def rms_norm(
     residual_in_fp32: bool = False,
 ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
     """RMSNorm without a gate, flash-linear-attention's ``rms_norm`` argument order:
-    :func:`rms_norm_gated` with ``g=None`` (same kernel, same residual path and errors)."""
-    return rms_norm_gated(x, None, weight, bias, "swish", residual, prenorm, residual_in_fp32, eps)
+    :func:`rms_norm_gated` with ``g=None`` (same kernel, same residual path and errors; messages start
+    with ``rms_norm:``)."""
+    return _rms_norm("rms_norm", x, None, weight, bias, "swish", residual, prenorm, residual_in_fp32, eps)
