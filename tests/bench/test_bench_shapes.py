@@ -106,6 +106,6 @@ def test_anchors_run_each_op_at_its_own_anchor_shapes():
         spec = catalog.get(op)
         assert [p[1] for p in plan if p[0] == op] == [n for n in spec.shapes for m in ("fwd", "fwdbwd")
                                                         if m in spec.modes]
-    assert len(plan) == 22
+    assert len(plan) == sum(len(catalog.get(op).shapes) * len(catalog.get(op).modes) for op in C.OPS) >= 22
     explicit, _ = suite.plan_cases(["fused_recurrent_gated_delta_rule"], "gdn-anchors", ["fwd"], full_size=True)
     assert [p[1] for p in explicit] == list(catalog.shape_groups()["gdn-anchors"])
