@@ -653,10 +653,10 @@ def test_wy_operands_stored_in_input_dtype_are_exact(device, nan_empty, monkeypa
 def test_cuda_refuses_backward_below_min_head_dim(monkeypatch):
     """On CUDA the backward refuses K or V below CUDA_MIN_BWD_HEAD_DIM before any launch, naming
     K and V (K = V = 1 gave wrong gradients on the H200); at K = V = 16 it goes on."""
+    from fla_ascend import backend
     from fla_ascend.ops.gated_delta_rule import chunk as chunk_mod
 
-    monkeypatch.setattr(chunk_mod.backend, "device_type", lambda: "cuda")
-    monkeypatch.setattr(chunk_mod.backend, "is_interpreter", lambda: False)
+    cuda = backend.Target(device_type="cuda", interpret=False, cube_cores=132, vector_cores=132, tensor_device="cpu")
 
     class Launched(Exception):
         pass
@@ -669,10 +669,11 @@ def test_cuda_refuses_backward_below_min_head_dim(monkeypatch):
         x = Case(1, 40, 1, 2, K, V, 64).inputs(torch.float32, "cpu")
         args = (x["q"], x["k"], x["v"], x["g"], x["beta"], K ** -0.5, x["initial_state"], None, None, None, 64,
                 torch.ones_like(x["v"]), None)
-        with pytest.raises(NotImplementedError, match=rf"^chunk_gated_delta_rule: .*K, V >= 16, got K={K}, V={V}"):
+        with backend.use(cuda), pytest.raises(NotImplementedError,
+                                              match=rf"^chunk_gated_delta_rule: .*K, V >= 16, got K={K}, V={V}"):
             chunk_mod.chunk_gated_delta_rule_bwd(*args)
     x = Case(1, 40, 1, 2, 16, 16, 64).inputs(torch.float32, "cpu")
-    with pytest.raises(Launched):
+    with backend.use(cuda), pytest.raises(Launched):
         chunk_mod.chunk_gated_delta_rule_bwd(x["q"], x["k"], x["v"], x["g"], x["beta"], 0.25, x["initial_state"],
                                              None, None, None, 64, torch.ones_like(x["v"]), None)
 
