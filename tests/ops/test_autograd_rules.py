@@ -76,3 +76,32 @@ def test_decode_ops_run_with_grad_and_refuse_backward(device):
     torch.testing.assert_close(ht.detach(), ht2, rtol=0, atol=0)
     with pytest.raises(NotImplementedError, match=r"^fused_recurrent_gated_delta_rule has no backward"):
         o.sum().backward()
+
+
+def _trainable_ops():
+    from fla_ascend.ops import catalog
+
+    return [n for n, s in catalog.specs().items() if "fwdbwd" in s.modes and s.grad_inputs]
+
+
+@pytest.mark.parametrize("op", _trainable_ops())
+def test_every_catalogued_op_refuses_double_backward(op, device):
+    """The same rule for every op of the catalogue with a backward, at a small CPU-sized version of
+    its first anchor shape (inputs from its spec), so an op added with a spec is covered here."""
+    from fla_ascend.bench.cases import scale_for_cpu
+    from fla_ascend.ops import catalog
+    from fla_ascend.ops.spec import build_inputs, call
+
+    spec = catalog.get(op)
+    shape = scale_for_cpu(spec.complete_shape(catalog.named_shapes()[spec.shapes[0]]), quick=True)
+    inputs = build_inputs(spec, shape, torch.float32, device, seed=0)
+    name = spec.grad_inputs[0]
+    x = inputs[name].requires_grad_()
+
+    def loss():
+        return sum(o.float().sum() for o in call(spec, spec.entry, inputs).values() if o.requires_grad)
+
+    with pytest.raises(RuntimeError, match=f"^{op}: double backward"):
+        torch.autograd.grad(loss(), [x], create_graph=True)
+    (dx,) = torch.autograd.grad(loss(), [x])
+    assert dx.shape == x.shape and dx.isfinite().all()
