@@ -14,8 +14,9 @@ BUILD_WORDS = re.compile(
 DOC_WORDS = re.compile(r"this machine")
 
 #: A project issue number ("issue 20", "issue #7", "issues 3"); an upstream project's issue
-#: ("flash-linear-attention issue 640", "fla issue 640", "its issue 640") is a fact and allowed.
-PROJECT_ISSUE = re.compile(r"(?<!fla )(?<!its )(?<!flash-linear-attention )\bissues? #?\d+")
+#: ("flash-linear-attention issue 640", "fla issue 640", "triton-ascend issue 2261", "its issue 640")
+#: is a fact and allowed.
+PROJECT_ISSUE = re.compile(r"(?<!fla )(?<!its )(?<!flash-linear-attention )(?<!triton-ascend )\bissues? #?\d+")
 
 #: A commit hash (7 to 40 hex digits, letters and digits mixed): results name their date instead.
 COMMIT_HASH = re.compile(r"\b(?=[0-9a-f]*[a-f])(?=[0-9a-f]*[0-9])[0-9a-f]{7,40}\b")

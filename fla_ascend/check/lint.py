@@ -16,6 +16,13 @@ Each rule works on the Python AST of a module (no import, no compiler) and yield
   it in UB (R7).
 - ``runtime_if_loads``: an ``if`` whose condition is not a constexpr (not an upper-case name)
   with ``tl.load`` in both branches; both paths' buffers stay live in UB (R8).
+- ``block_ptr_unchecked``: a ``tl.load`` / ``tl.store`` of a block pointer (``tl.make_block_ptr``,
+  or ``tl.advance`` of one) whose ``boundary_check`` leaves out a dimension the tile can run past.
+  On Ascend such a load of a partial last tile silently reads the next row's data instead of
+  zeros (flash-linear-attention issue 1251, triton-ascend issue 2261); a store writes past the
+  tensor on every target. A dimension is known to fit only when its block size is the same
+  expression as the tensor's size and its offset is the literal 0; every other one must be in a
+  literal ``boundary_check`` tuple.
 """
 from __future__ import annotations
 
@@ -149,6 +156,71 @@ def _lint_jit_function(fn: ast.FunctionDef, file: str) -> list[Finding]:
             out.append(Finding("runtime_if_loads", fn.name, node.lineno,
                                "a run-time `if` chooses between two load paths; both paths' buffers stay live in "
                                "UB: split them with a constexpr flag", file=file))
+    out.extend(_lint_block_pointers(fn, file))
+    return out
+
+
+def _block_ptr_dims(call: ast.Call) -> list[int] | None:
+    """Indices of the dimensions of ``tl.make_block_ptr(...)`` whose tile can run past the tensor,
+    or ``None`` when the call's shape / offsets / block_shape are not literal tuples."""
+    names = ("base", "shape", "strides", "offsets", "block_shape", "order")
+    args = dict(zip(names, call.args))
+    args.update({kw.arg: kw.value for kw in call.keywords if kw.arg in names})
+    shape, offsets, block = args.get("shape"), args.get("offsets"), args.get("block_shape")
+    if not all(isinstance(a, (ast.Tuple, ast.List)) for a in (shape, offsets, block)) \
+            or not len(shape.elts) == len(offsets.elts) == len(block.elts):
+        return None
+    return [d for d, (n, o, b) in enumerate(zip(shape.elts, offsets.elts, block.elts))
+            if not (ast.unparse(n) == ast.unparse(b) and isinstance(o, ast.Constant) and o.value == 0)]
+
+
+def _lint_block_pointers(fn: ast.FunctionDef, file: str) -> list[Finding]:
+    out: list[Finding] = []
+    # name -> dims that can run past (None: unknown), from `p = tl.make_block_ptr(...)` and
+    # `p = tl.advance(q, ...)` with q a known block pointer
+    pointers: dict[str, list[int] | None] = {}
+    for n in sorted((n for n in ast.walk(fn) if isinstance(n, ast.Assign)), key=_pos):
+        if len(n.targets) != 1 or not isinstance(n.targets[0], ast.Name):
+            continue
+        v = n.value
+        if _is_call(v, "make_block_ptr"):
+            pointers[n.targets[0].id] = _block_ptr_dims(v)
+        elif _is_call(v, "advance") and v.args and isinstance(v.args[0], ast.Name) and v.args[0].id in pointers:
+            pointers[n.targets[0].id] = pointers[v.args[0].id]
+    for call in [n for n in ast.walk(fn) if _is_call(n, "load") or _is_call(n, "store")]:
+        if not call.args:
+            continue
+        ptr = call.args[0]
+        if _is_call(ptr, "advance") and ptr.args and isinstance(ptr.args[0], ast.Name) \
+                and ptr.args[0].id in pointers:
+            dims, what = pointers[ptr.args[0].id], f"tl.advance({ptr.args[0].id}, ...)"
+        elif _is_call(ptr, "make_block_ptr"):
+            dims, what = _block_ptr_dims(ptr), "tl.make_block_ptr(...)"
+        elif isinstance(ptr, ast.Name) and ptr.id in pointers:
+            dims, what = pointers[ptr.id], repr(ptr.id)
+        else:
+            continue
+        check = next((kw.value for kw in call.keywords if kw.arg == "boundary_check"), None)
+        if check is None:
+            checked: set[int] | None = set()
+        elif isinstance(check, (ast.Tuple, ast.List)) and all(isinstance(e, ast.Constant) for e in check.elts):
+            checked = {e.value for e in check.elts}
+        else:
+            checked = None
+        op = call.func.attr
+        if dims is None or checked is None:
+            out.append(Finding("block_ptr_unchecked", fn.name, call.lineno,
+                               f"tl.{op} of block pointer {what}: its shape, offsets, block_shape or boundary_check "
+                               f"is not a literal tuple, so no dimension can be shown to stay inside the tensor; "
+                               f"write them as tuples and check every dimension a tile can run past", file=file))
+            continue
+        missing = [d for d in dims if d not in checked]
+        if missing:
+            out.append(Finding("block_ptr_unchecked", fn.name, call.lineno,
+                               f"tl.{op} of block pointer {what} without boundary_check on dimension(s) "
+                               f"{tuple(missing)}, where a partial last tile runs past the tensor (on Ascend the "
+                               f"load reads the next row's data instead of zeros): add boundary_check="
+                               f"{tuple(sorted(set(missing) | checked))}", file=file))
     return out
 
 

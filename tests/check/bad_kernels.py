@@ -83,6 +83,27 @@ def bad_constexpr_size_kernel(x, y, T: tl.constexpr, BLOCK: tl.constexpr):
     tl.store(y + o, tl.load(x + o, mask=o < T, other=0.0))
 
 
+@triton.jit
+def bad_block_ptr_kernel(x, y, T, K: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr):
+    # linted only (not in CASES): a partial last tile in T or K runs past the tensor
+    i_t, i_k = tl.program_id(0), tl.program_id(1)
+    p_x = tl.make_block_ptr(x, (T, K), (K, 1), (i_t * BT, i_k * BK), (BT, BK), (1, 0))
+    b_x = tl.load(p_x)
+    p_y = tl.make_block_ptr(y, (T, K), (K, 1), (i_t * BT, i_k * BK), (BT, BK), (1, 0))
+    tl.store(tl.advance(p_y, (0, 0)), b_x, boundary_check=(0,))
+    p_z = tl.advance(p_x, (BT, 0))
+    tl.store(p_y, tl.load(p_z, boundary_check=(1,)), boundary_check=(0, 1))
+
+
+@triton.jit
+def good_block_ptr_kernel(x, y, T, K: tl.constexpr, BT: tl.constexpr):
+    # linted only: T is checked, the block spans all of K from offset 0
+    i_t = tl.program_id(0)
+    p_x = tl.make_block_ptr(x, (T, K), (K, 1), (i_t * BT, 0), (BT, K), (1, 0))
+    p_y = tl.make_block_ptr(y, (T, K), (K, 1), (i_t * BT, 0), (BT, K), (1, 0))
+    tl.store(p_y, tl.load(p_x, boundary_check=(0,)), boundary_check=(0, 1))
+
+
 def launch_with_num_warps(x, y):
     bad_oversized_kernel[(1,)](x, y, BM=16, BN=16, num_warps=4)
 

@@ -24,7 +24,8 @@ def test_bad_pattern_fires(func, code):
     assert code in _codes(func)
 
 
-@pytest.mark.parametrize("func", ["good_copy_kernel", "good_dot_kernel", "bad_gather_kernel", "bad_oversized_kernel"])
+@pytest.mark.parametrize("func", ["good_copy_kernel", "good_dot_kernel", "good_block_ptr_kernel",
+                                  "bad_gather_kernel", "bad_oversized_kernel"])
 def test_good_patterns_stay_clean(func):
     assert _codes(func) == set()
 
@@ -66,3 +67,41 @@ def launcher(x):
     kernel[(1,)](x, BLOCK=4, **launch_options(num_warps=4))
 '''
     assert lint_source(src) == []
+
+
+def test_block_ptr_unchecked_names_each_unchecked_access():
+    found = [f for f in lint_source(SRC) if f.function == "bad_block_ptr_kernel"]
+    assert all(f.code == "block_ptr_unchecked" for f in found)
+    msgs = [f.message for f in found]
+    # the first load (nothing checked), the store through tl.advance (K unchecked) and the load of
+    # the advanced pointer (T unchecked); the last store checks both dimensions
+    assert len(found) == 3, msgs
+    assert any("(0, 1)" in m and "'p_x'" in m for m in msgs)
+    assert any("dimension(s) (1,)" in m and "tl.store of block pointer tl.advance(p_y" in m for m in msgs)
+    assert any("dimension(s) (0,)" in m and "'p_z'" in m for m in msgs)
+
+
+def test_block_ptr_with_non_literal_arguments_is_reported():
+    src = '''
+import triton, triton.language as tl
+@triton.jit
+def k(x, shape, T, BT: tl.constexpr):
+    p = tl.make_block_ptr(x, shape, (1,), (0,), (BT,), (0,))
+    tl.load(p, boundary_check=(0,))
+    q = tl.make_block_ptr(x, (T,), (1,), (0,), (BT,), (0,))
+    chk = (0,)
+    tl.load(q, boundary_check=chk)
+'''
+    found = lint_source(src)
+    assert [f.code for f in found] == ["block_ptr_unchecked"] * 2
+    assert all("not a literal tuple" in f.message for f in found)
+
+
+def test_package_has_no_unchecked_block_pointer():
+    """Every kernel module of the package is clean of the leftover-DMA rule."""
+    import fla_ascend
+
+    root = Path(fla_ascend.__file__).parent
+    found = [f"{f.file}:{f.line}" for p in sorted(root.rglob("*.py")) for f in lint_source(p.read_text(), str(p))
+             if f.code == "block_ptr_unchecked"]
+    assert found == []
