@@ -2,6 +2,7 @@
 (rel-RMSE ratio <= 1e-3 for outputs and every gradient)."""
 import pytest
 import torch
+import triton.language as tl
 
 from fla_ascend import backend
 from fla_ascend.ops.causal_conv1d import causal_conv1d, causal_conv1d_update
@@ -90,7 +91,7 @@ def test_conv_varlen(cu, use_h0, device):
     _check(1, 70, 128, 4, device, use_h0=use_h0, final=True, cu_seqlens=cu, use_residual=True)
 
 
-@pytest.mark.parametrize("tiles", [{"fwd": (16, 64, 4), "bwd": (64, 32, 2)}, {"fwd": (64, 32, 4), "bwd": (8, 64, 2)}])
+@pytest.mark.parametrize("tiles", [{"fwd": (16, 64, 4), "bwd": (64, 32, 2)}, {"fwd": (64, 32, 4), "bwd": (16, 64, 2)}])
 def test_conv_varlen_fwd_bwd_tiles_differ(tiles, device):
     """Off the NPU the forward and backward have their own tiles (conv.CUDA_TILES, here overridden
     through the active target): with token tiles of different sizes the backward builds its own
@@ -125,27 +126,30 @@ def test_conv_fwd_grid3d_launch(cu, device, monkeypatch):
 
 @pytest.mark.parametrize("W", [1, 3, 4, 16])
 @pytest.mark.parametrize("cu", [None, [0, 1, 2, 40, 40, 70]])
-def test_conv_bwd_gather_tile(W, cu, device, monkeypatch):
-    """The backward's ``tl.gather`` tile (compiled CUDA: ``dpre`` once per row, tiles advancing by
-    ``BT - (W - 1)``), forced here on any backend with tl.gather, against the reference; SiLU and
-    none, states, residual, varlen with empty and one-token sequences, W up to 16."""
+@pytest.mark.parametrize("mode", ["SHIFT_GATHER", "SHIFT_DOT"])
+def test_conv_bwd_shift_modes(W, cu, mode, device, monkeypatch):
+    """The backward tile with each way of moving rows this backend can run (``kernels._rows_from``):
+    ``tl.gather`` (compiled CUDA's; the pre-activation recomputed from ``x``) and the shift-matrix
+    product (the interpreters'; the forward's stored pre-activation read), forced here, against the
+    reference: SiLU and none, states, residual, varlen with empty and one-token sequences, W up to 16.
+    The NPU's slice ops are compiled by the check (they have no interpreter implementation)."""
     from triton.runtime import interpreter
 
-    from fla_ascend.ops.causal_conv1d import conv
+    from fla_ascend.ops.causal_conv1d import conv, kernels
 
     if backend.device_type() == "npu":
-        pytest.skip("the NPU keeps the per-tap backward (its UB holds one tap's loads)")
-    if backend.is_interpreter() and not hasattr(interpreter.InterpreterBuilder, "create_gather"):
-        pytest.skip("this Triton's interpreter has no tl.gather (triton-ascend 3.2.0)")
-    monkeypatch.setattr(conv, "_bwd_shift_gather", lambda: True)
-    launched = []
-    bwd = conv.causal_conv1d_bwd
-    monkeypatch.setattr(conv, "causal_conv1d_bwd", lambda *a: launched.append(a[-1]) or bwd(*a))
+        pytest.skip("the NPU moves rows with its slice ops")
+    shift = getattr(kernels, mode)
+    if shift == kernels.SHIFT_GATHER and (not hasattr(tl, "gather") or backend.is_interpreter()
+                                          and not hasattr(interpreter.InterpreterBuilder, "create_gather")):
+        pytest.skip("this Triton (or its interpreter) has no tl.gather")
+    calls = []
+    monkeypatch.setattr(conv, "_bwd_shift", lambda: calls.append(shift) or shift)
     B = 1 if cu is not None else 2
     for activation in (None, "silu"):
         _check(B, 70, 40, W, device, activation=activation, use_h0=True, final=True, use_residual=True,
                cu_seqlens=cu)
-    assert launched == [True, True]
+    assert calls and set(calls) == {shift}
 
 
 def test_conv_grid3d_limits():
@@ -268,7 +272,7 @@ def test_conv_gpu_gather_bwd_fp32(W, cu, device):
     none."""
     from fla_ascend.ops.causal_conv1d import conv
 
-    if not conv._bwd_shift_gather():
+    if conv._bwd_shift() != conv.SHIFT_GATHER:
         pytest.skip("the gather tile is the backward on compiled CUDA only")
     B = 1 if cu is not None else 2
     for activation in (None, "silu"):
@@ -346,12 +350,12 @@ def test_conv_kernels_lower_clean(tmp_path):
 
 
 def test_conv_bwd_step():
-    """``conv._bwd_step``: tiles advance by BT, or by BT - (W - 1) with the gather tile, which
-    needs BT > W - 1 (the CUDA backward tile holds every accepted width)."""
+    """``conv._bwd_step``: backward tiles advance by BT - (W - 1), which needs BT > W - 1 (the CUDA
+    and NPU backward tiles hold every accepted width)."""
     from fla_ascend.ops.causal_conv1d import conv
 
-    assert conv._bwd_step(32, 4, False) == 32 and conv._bwd_step(32, 4, True) == 29
-    assert conv._bwd_step(32, 1, True) == 32
-    assert conv._bwd_step(conv.CUDA_TILES["bwd"][0], conv.MAX_W, True) >= 1
+    assert conv._bwd_step(32, 4) == 29 and conv._bwd_step(32, 1) == 32
+    assert conv._bwd_step(conv.CUDA_TILES["bwd"][0], conv.MAX_W) >= 1
+    assert conv._bwd_step(conv.NPU_BT, conv.MAX_W) >= 1
     with pytest.raises(ValueError, match="BT=8, W=9"):
-        conv._bwd_step(8, 9, True)
+        conv._bwd_step(8, 9)

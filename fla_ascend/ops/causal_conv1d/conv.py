@@ -18,6 +18,9 @@ import triton.language as tl
 from fla_ascend import backend
 from fla_ascend.ops.causal_conv1d.cp import conv_initial_state
 from fla_ascend.ops.causal_conv1d.kernels import (
+    SHIFT_DOT,
+    SHIFT_GATHER,
+    SHIFT_SLICE,
     causal_conv1d_bwd_kernel,
     causal_conv1d_fwd_kernel,
     causal_conv1d_states_bwd_kernel,
@@ -42,9 +45,10 @@ from fla_ascend.tiling.sizes import cdiv, next_pow2
 ACTIVATIONS = (None, "silu", "swish")
 MAX_W = MAX_CONV_WIDTH
 """Largest kernel width accepted (16; defined as :data:`fla_ascend.ops.utils.validation.MAX_CONV_WIDTH`,
-which context parallelism checks too): taps are unrolled (``W`` loads forward; in the backward with
-an activation ``W * W`` on the NPU and under the interpreter, ``2 W`` with compiled CUDA's gather
-tile); widths 2 to 4 are the fast case (Qwen3-Next uses 4)."""
+which context parallelism checks too): taps are unrolled (``W`` loads of ``x`` forward; in the
+backward ``W - 1`` shifted copies of a tile, and with an activation on compiled CUDA ``2 W`` loads
+of ``x``); the backward tile advances by ``BT - (W - 1)`` rows, so wide kernels redo more rows;
+widths 2 to 4 are the fast case (Qwen3-Next uses 4)."""
 
 
 CUDA_TILES = MappingProxyType({"fwd": (32, 128, 4), "bwd": (32, 64, 2), "grid3d": True})
@@ -60,19 +64,31 @@ backward must exceed ``MAX_W - 1``: its gather tile advances by ``BT - (W - 1)``
 ``W - 1`` rows twice (3 of 32 at W = 4, 15 of 32 at W = 16; the sweep ran at W = 4 only)."""
 
 
-def _tiles(D: int, stage: str) -> tuple[int, int, int]:
+NPU_BD, NPU_BT = 64, 64
+"""NPU channel tile of both sequence kernels (capped at ``next_pow2(D)``) and the largest token tile;
+the token tile is ``NPU_ELEMENTS // BD`` up to ``NPU_BT`` (narrower channel tiles plan more UB per
+row: the backward with both states 177504 B at ``[128, 16]``, 89440 B at ``[64, 16]``)."""
+NPU_ELEMENTS = MappingProxyType({"plain": 4096, "states": 2048})
+"""Elements of the NPU ``[BT, BD]`` tile: 4096 without states, 2048 with an initial state or a
+final-state gradient, whose windows put the 4096-element plans above 90% of the UB of an A2/A3
+vector core (:data:`.kernels.FWD_TILES`, :data:`.kernels.BWD_TILES`). From the compiled plan's
+estimate at B4 T4096 D4096 W4 with SiLU on Ascend910B2 (``fla-ascend estimate causal_conv1d --shape
+conv-b4-t4096``; cases.md, causal_conv1d): the backward 857 us at ``[64, 64]`` against 1024 at
+``[32, 64]``, 983 at ``[64, 32]`` and 893 at ``[32, 128]`` (UB 96%); the forward 578 us at
+``[64, 64]`` against 720 at ``[16, 128]`` and 513 at ``[64, 128]`` (UB 93%)."""
+
+
+def _tiles(D: int, stage: str, states: bool = False) -> tuple[int, int, int]:
     """``(BT, BD, num_warps)``: token and channel tile of the ``stage`` (``"fwd"`` or ``"bwd"``)
     sequence kernel and its warp count (CUDA only).
 
-    NPU: one float32 ``[BT, BD]`` tile is 8 KiB (2048 elements), for both stages. The backward, the
-    largest, holds one tap's window loads of ``x`` and of the state, ``dy``, ``dht`` and the
-    accumulators: with bf16, W = 4, ``[16, 128]`` tiles bishengir-compile plans 148864 B of the
-    196608 B UB of an A2/A3 vector core (:data:`.kernels.BWD_TILES`; docs/check.md). Elsewhere
+    NPU: ``BD = min(NPU_BD, next_pow2(D))`` and ``BT = min(NPU_BT, NPU_ELEMENTS / BD)``, the smaller tile when
+    the launch reads or writes ``states`` (an initial state, a final-state gradient). Elsewhere
     :data:`CUDA_TILES` (with the active target's overrides).
     """
     if backend.device_type() == "npu":
-        BD = min(128, next_pow2(D))
-        return max(8, 2048 // BD), BD, 4
+        BD = min(NPU_BD, next_pow2(D))
+        return min(NPU_BT, NPU_ELEMENTS["states" if states else "plain"] // BD), BD, 4
     BT, BD, num_warps = backend.table("causal_conv1d", CUDA_TILES)[stage]
     return BT, min(BD, next_pow2(D)), num_warps
 
@@ -109,26 +125,29 @@ def _state_rows(state: torch.Tensor | None) -> torch.Tensor | None:
     return None if state is None else state.transpose(1, 2).contiguous()
 
 
-def causal_conv1d_fwd(x, wt, bias, residual, h0t, activation, cu_seqlens, chunk_indices, BT, BD, num_warps):
+def causal_conv1d_fwd(x, wt, bias, residual, h0t, activation, cu_seqlens, chunk_indices, BT, BD, num_warps,
+                      store_pre=False):
     """Launch the forward: ``x`` ``[B, T, D]`` (channel stride 1), ``wt`` ``[W, D]``, ``h0t`` the
-    initial state as ``[N, W, D]`` (see :func:`_state_rows`) or ``None``. Returns ``y`` ``[B, T, D]``
-    contiguous in ``x.dtype``."""
+    initial state as ``[N, W, D]`` (see :func:`_state_rows`) or ``None``. Returns ``(y, pre)``: ``y``
+    ``[B, T, D]`` contiguous in ``x.dtype`` and, with ``store_pre``, the pre-activation (bias plus
+    taps, before SiLU) in the same layout and dtype for the per-tap backward, else ``None``."""
     B, T, D = x.shape
     W = wt.shape[0]
     NT, NC = _n_chunks(B, T, BT, chunk_indices)
     ND = cdiv(D, BD)
     y = torch.empty(B, T, D, dtype=x.dtype, device=x.device)
+    pre = torch.empty_like(y) if store_pre else None
     plan = task_plan(NC * ND, "vector")
     grid3d = _grid3d(ND, NC if cu_seqlens is not None else NT, 1 if cu_seqlens is not None else B)
     causal_conv1d_fwd_kernel[grid3d or plan.grid](
-        x=x, wt=wt, bias=bias, residual=residual, h0t=h0t, y=y, chunk_indices=chunk_indices,
+        x=x, wt=wt, bias=bias, residual=residual, h0t=h0t, y=y, pre=pre, chunk_indices=chunk_indices,
         cu_seqlens=cu_seqlens, s_xb=x.stride(0), s_xt=x.stride(1), T=T, D=D, NT=NT, ND=ND,
         n_tasks=plan.n_tasks, n_programs=plan.n_programs, W=W, BT=BT, BD=BD,
         ACT=activation is not None, HAS_BIAS=bias is not None, HAS_RESIDUAL=residual is not None,
         USE_H0=h0t is not None, IS_VARLEN=cu_seqlens is not None, TASK_LOOP=plan.task_loop,
-        GRID3D=grid3d is not None, **launch_options(num_warps=num_warps),
+        GRID3D=grid3d is not None, STORE_PRE=store_pre, **launch_options(num_warps=num_warps),
     )
-    return y
+    return y, pre
 
 
 def causal_conv1d_states_fwd(x, W, h0t, cu_seqlens, BD, dtype):
@@ -148,37 +167,46 @@ def causal_conv1d_states_fwd(x, W, h0t, cu_seqlens, BD, dtype):
     return ht
 
 
-def _bwd_shift_gather() -> bool:
-    """Whether the backward reads the shifted ``dpre`` rows through ``tl.gather`` (compiled CUDA
-    with a Triton that has it: 3.3 and later) instead of recomputing them per tap (the NPU, whose UB
-    holds one tap's loads at a time, the interpreter, and older Triton). Timed on the H200 in
-    cases.md."""
-    return backend.is_cuda_compiled() and hasattr(tl, "gather")
+def _bwd_shift() -> int:
+    """How the backward tile takes ``dpre`` (and, off CUDA, ``x``) of the rows below a row
+    (:data:`.kernels.SHIFT_GATHER`, ...): ``tl.gather`` on compiled CUDA with a Triton that has it
+    (3.3 and later), the slice ops of triton-ascend compiled for the NPU, the shift-matrix product
+    elsewhere (the interpreters, older Triton). Timed on the H200 in cases.md."""
+    if backend.is_cuda_compiled() and hasattr(tl, "gather"):
+        return SHIFT_GATHER
+    if backend.device_type() == "npu" and not backend.is_interpreter():
+        return SHIFT_SLICE
+    return SHIFT_DOT
 
 
-def _bwd_step(BT: int, W: int, gather: bool) -> int:
-    """Tokens between consecutive backward tiles: ``BT``, or ``BT - (W - 1)`` with the gather tile
-    (its last ``W - 1`` rows only feed the rows before them).
+def _bwd_step(BT: int, W: int) -> int:
+    """Tokens between consecutive backward tiles, ``BT - (W - 1)``: a tile's last ``W - 1`` rows
+    only feed the rows before them.
 
     Raises:
-        ValueError: the gather tile's ``BT`` is not above ``W - 1`` (a tile table error).
+        ValueError: ``BT`` is not above ``W - 1`` (a tile table error).
     """
-    if gather and BT <= W - 1:
-        raise ValueError(f"the gather backward tile needs BT > W - 1, got BT={BT}, W={W}")
-    return BT - (W - 1) if gather else BT
+    if BT <= W - 1:
+        raise ValueError(f"the backward tile needs BT > W - 1, got BT={BT}, W={W}")
+    return BT - (W - 1)
 
 
-def causal_conv1d_bwd(x, wt, bias, h0t, dy, dht, activation, cu_seqlens, chunk_indices, chunk_size, BT, BD,
-                      num_warps, gather=False):
-    """Launch the backward (``h0t``: the initial state as ``[N, W, D]`` or ``None``; ``dht``: the
+def causal_conv1d_bwd(x, wt, bias, h0t, pre, dy, dht, activation, cu_seqlens, chunk_indices, chunk_size, BT, BD,
+                      num_warps):
+    """Launch the backward (``h0t``: the initial state as ``[N, W, D]`` or ``None``; ``pre``: the
+    forward's pre-activation ``[B, T, D]`` (stored with the activation off compiled CUDA), or ``None``
+    to recompute it from ``x``; ``dht``: the
     final-state gradient ``[N, D, W]`` or ``None``; ``chunk_indices``: the varlen chunk list for
     chunks of ``chunk_size`` tokens (the forward's), rebuilt here when the tile's step
-    (:func:`_bwd_step`) differs; ``gather``: the ``tl.gather`` tile). Returns ``(dx [B, T, D] in
+    (:func:`_bwd_step`) differs). Returns ``(dx [B, T, D] in
     x.dtype, dwt [W, D] float32, db [D] float32 or None, dh0 [N, D, W] in the initial state's dtype
     or None)``."""
     B, T, D = x.shape
     W = wt.shape[0]
-    step = _bwd_step(BT, W, gather)
+    step = _bwd_step(BT, W)
+    if _bwd_shift() == SHIFT_DOT and BT < 16:
+        raise ValueError(f"causal_conv1d: the backward's token tile BT must be at least 16 where it shifts rows by a "
+                         f"matrix product (interpreter, Triton without tl.gather), got BT={BT}")
     if cu_seqlens is not None and step != chunk_size:
         chunk_indices = prepare_chunk_indices(cu_seqlens, step)
     NT, NC = _n_chunks(B, T, step, chunk_indices)
@@ -193,10 +221,10 @@ def causal_conv1d_bwd(x, wt, bias, h0t, dy, dht, activation, cu_seqlens, chunk_i
     common = dict(x=x, wt=wt, bias=bias, h0t=h0t, dy=dy, dhtt=dhtt, cu_seqlens=cu_seqlens,
                   s_xb=x.stride(0), s_xt=x.stride(1), s_dyb=dy.stride(0), s_dyt=dy.stride(1), T=T, D=D, ND=ND)
     causal_conv1d_bwd_kernel[plan.grid](
-        **common, dx=dx, dw_part=dw_part, db_part=db_part, chunk_indices=chunk_indices, NT=NT,
+        **common, pre=pre, dx=dx, dw_part=dw_part, db_part=db_part, chunk_indices=chunk_indices, NT=NT,
         n_tasks=plan.n_tasks, n_programs=plan.n_programs, W=W, BT=BT, BD=BD, ACT=activation is not None,
         HAS_BIAS=bias is not None, USE_H0=h0t is not None, HAS_DHT=dht is not None,
-        IS_VARLEN=cu_seqlens is not None, TASK_LOOP=plan.task_loop, SHIFT_GATHER=gather,
+        IS_VARLEN=cu_seqlens is not None, TASK_LOOP=plan.task_loop, SHIFT=_bwd_shift(),
         **launch_options(num_warps=num_warps),
     )
     dwt = dw_part.sum(0)
@@ -243,30 +271,32 @@ class CausalConv1dFunction(torch.autograd.Function):
     def forward(ctx, x, weight, bias, residual, initial_state, output_final_state, activation, cu_seqlens,
                 fla_chunk_indices=None, cu_seqlens_cpu=None):
         D, W = weight.shape
-        BT, BD, num_warps = _tiles(D, "fwd")
+        BT, BD, num_warps = _tiles(D, "fwd", initial_state is not None)
         chunk_indices = _conv_chunk_indices(cu_seqlens, BT, fla_chunk_indices, cu_seqlens_cpu)
         wt = weight.t().contiguous()  # [W, D]: each tap a contiguous row (NPU layout rule)
         h0t = _state_rows(initial_state)  # [N, W, D]: state rows contiguous along D (NPU layout rule)
-        y = causal_conv1d_fwd(x, wt, bias, residual, h0t, activation, cu_seqlens, chunk_indices, BT, BD, num_warps)
+        # the per-tap backward reads the pre-activation instead of recomputing it W times per tile
+        store_pre = activation is not None and _bwd_shift() != SHIFT_GATHER and any(ctx.needs_input_grad[:5])
+        y, pre = causal_conv1d_fwd(x, wt, bias, residual, h0t, activation, cu_seqlens, chunk_indices, BT, BD,
+                                   num_warps, store_pre)
         ht = None
         if output_final_state:
             ht = causal_conv1d_states_fwd(x, W, h0t, cu_seqlens, BD, x.dtype)
-        ctx.save_for_backward(x, wt, bias, h0t, cu_seqlens, chunk_indices, fla_chunk_indices, cu_seqlens_cpu)
+        ctx.save_for_backward(x, wt, bias, h0t, pre, cu_seqlens, chunk_indices, fla_chunk_indices, cu_seqlens_cpu)
         ctx.meta = (activation, weight.dtype, residual is not None, BT)
         return y, ht
 
     @staticmethod
     @kernel_backward("causal_conv1d")
     def backward(ctx, dy, dht):
-        x, wt, bias, h0t, cu_seqlens, chunk_indices, fla_chunk_indices, cu_seqlens_cpu = ctx.saved_tensors
+        x, wt, bias, h0t, pre, cu_seqlens, chunk_indices, fla_chunk_indices, cu_seqlens_cpu = ctx.saved_tensors
         activation, w_dtype, has_residual, fwd_BT = ctx.meta
-        BT, BD, num_warps = _tiles(wt.shape[1], "bwd")
-        gather = _bwd_shift_gather()
-        step = _bwd_step(BT, wt.shape[0], gather)
+        BT, BD, num_warps = _tiles(wt.shape[1], "bwd", h0t is not None or dht is not None)
+        step = _bwd_step(BT, wt.shape[0])
         if cu_seqlens is not None and step != fwd_BT:
             chunk_indices, fwd_BT = _conv_chunk_indices(cu_seqlens, step, fla_chunk_indices, cu_seqlens_cpu), step
-        dx, dwt, db, dh0 = causal_conv1d_bwd(x, wt, bias, h0t, dy, dht, activation, cu_seqlens, chunk_indices,
-                                             fwd_BT, BT, BD, num_warps, gather)
+        dx, dwt, db, dh0 = causal_conv1d_bwd(x, wt, bias, h0t, pre, dy, dht, activation, cu_seqlens, chunk_indices,
+                                             fwd_BT, BT, BD, num_warps)
         dw = dwt.t().to(w_dtype)
         db = db.to(bias.dtype) if db is not None else None
         dres = dy if has_residual else None

@@ -8,12 +8,13 @@ plan on CUDA, ``_grid3d``):
 - ``causal_conv1d_fwd_kernel``: a task is ``BT`` tokens x ``BD`` channels of one sequence; the
   ``W`` taps are ``W`` shifted masked loads of ``x`` (the first ``W - 1`` positions of a sequence
   read the initial state); bias, SiLU and residual are fused.
-- ``causal_conv1d_bwd_kernel``: same tasks; recomputes the pre-activation where SiLU is on, writes
-  ``dx`` (adding the final-state gradient ``dht`` of the last ``W`` tokens) and per-task partial
-  sums of ``dweight`` / ``dbias`` that the host reduces with ``torch.sum`` (deterministic: no atomics).
-  Two tiles: on the NPU and under the interpreter each tap loads and recomputes its shifted rows
-  (``_conv_bwd_tile_taps``); on compiled CUDA the tile computes ``dpre`` once per row and reads the
-  shifted rows with ``tl.gather``, its tasks overlapping by ``W - 1`` rows (``_conv_bwd_tile_gather``).
+- ``causal_conv1d_bwd_kernel``: tasks overlapping by ``W - 1`` rows; each computes ``dpre`` (``dy``
+  through the SiLU derivative) once per row and takes the shifted rows ``dpre[t + k]`` that ``dx[t]``
+  needs from the tile itself (``_rows_from``: ``tl.gather`` on compiled CUDA, triton-ascend's slice
+  ops on the NPU, a shift-matrix product under the interpreters). With SiLU the pre-activation is
+  recomputed from ``x`` on CUDA and read from the forward's stored copy elsewhere. Writes ``dx``
+  (adding the final-state gradient ``dht`` of the last ``W`` tokens) and per-task partial sums of
+  ``dweight`` / ``dbias`` that the host reduces with ``torch.sum`` (deterministic: no atomics).
 - ``causal_conv1d_states_fwd_kernel`` / ``causal_conv1d_states_bwd_kernel``: per (sequence,
   channel block) final state, and the initial-state gradient ``dh0`` (conv taps that read the
   state plus ``dht`` for sequences shorter than ``W``).
@@ -41,6 +42,12 @@ from fla_ascend import backend
 from fla_ascend.ops.utils.math import sigmoid, silu
 from fla_ascend.tiling.ub import Tile
 
+SHIFT_GATHER, SHIFT_SLICE, SHIFT_DOT = 1, 2, 3
+"""How the backward tile moves a ``[BT, BD]`` tile up by ``k`` rows (:func:`_rows_from`): ``tl.gather``
+(compiled CUDA, Triton 3.3 and later; Triton stages it through shared memory), ``tl.extract_slice`` /
+``tl.insert_slice`` (triton-ascend 3.2.0's extension ops: a UB-to-UB copy on the vector core), or a
+product with a 0/1 shift matrix (the Triton interpreters, which have neither; exact in float32)."""
+
 UNROLL_TAPS = tl.constexpr(backend.is_cuda_compiled())
 """Whether the pre-activation's tap loop is unrolled (compiled CUDA, as timed in cases.md) or a
 runtime loop (NPU, interpreter): unrolled, its ``2 W`` masked window loads in one block made
@@ -49,19 +56,23 @@ launch on a 2-core machine (docs/check.md)."""
 
 
 # Live tiles for the UB model (fla_ascend.tiling.ub), calibrated on bishengir-compile's plan for
-# Ascend910B2 (bf16, W = 4, [BT, BD] = [16, 128]; docs/check.md): flags (ACT, USE_H0, HAS_DHT)
-# enter the sizes as 0/1. The sequence kernels' plans are counted in [BT, BD] fp32 tiles: the
-# forward 57184 B plain, 83552 B with SiLU and an initial state; the backward 90976 B plain,
-# 148864 B with SiLU, initial state and final-state gradient. The states backward: 43872 B.
-# BT * BD is 2048 for every D (see _tiles), so the counts hold for every D.
+# Ascend910B2 (bf16, W = 4, BD = 64; docs/check.md): flags (ACT, USE_H0, HAS_DHT) enter the sizes
+# as 0/1; the plans are counted in [BT, BD] fp32 tiles (and [BT, 64] ones for the states). At
+# BT * BD = 4096 (no states): the forward 95488 B plain, 128256 B with SiLU; the backward 152704 B
+# plain, 169088 B with SiLU. At 2048 (with states): the forward 91296 B with SiLU and an initial
+# state, the backward 115456 B with SiLU, initial state and final-state gradient. The states
+# backward: 43872 B.
 FWD_TILES = [
-    Tile((7, "BT", "BD"), "fp32", "one tap's window, masks, accumulator, casts", buffered=False),
-    Tile(("ACT + USE_H0", "BT", "BD"), "fp32", "initial-state window, SiLU temporaries"),
+    Tile((7, "BT", "BD"), "fp32", "one tap's window, accumulator, masks, casts", buffered=False),
+    Tile(("2 * ACT + 4 * USE_H0", "BT", "BD"), "fp32", "SiLU temporaries and the pre-activation store; "
+         "initial-state window", buffered=False),
 ]
 BWD_TILES = [
-    Tile((14, "BT", "BD"), "fp32", "dy and window loads of one tap, dx and dpre accumulators, masks",
+    Tile((10, "BT", "BD"), "fp32", "dy, dpre, dx, the x window and its shifted copies, masks", buffered=False),
+    Tile(("ACT + USE_H0 + 2 * HAS_DHT", "BT", "BD"), "fp32", "pre-activation; state windows; dht",
          buffered=False),
-    Tile(("ACT + USE_H0 + HAS_DHT", "BT", "BD"), "fp32", "recomputed pre-activation, state window, dht"),
+    Tile(("USE_H0 + HAS_DHT", "BT", 64), "fp32", "state row buffers (planned per row, not per channel: "
+         "89440 B at [64, 16] with both states)", buffered=False),
 ]
 STATES_BWD_TILES = [
     Tile((4, "BW", "BD"), "fp32", "dh, dht, weight taps, product"),
@@ -153,26 +164,27 @@ def _tap(x, h0t, wt, p_x0, s_xt, p_h0, o_r, lo, hi, m_row, o_d, m_d, D, w, W: tl
 
 @triton.jit
 def _conv_fwd_task(
-    i_task, x, wt, bias, residual, h0t, y, chunk_indices, cu_seqlens, s_xb, s_xt, T, D, NT, ND,
+    i_task, x, wt, bias, residual, h0t, y, pre, chunk_indices, cu_seqlens, s_xb, s_xt, T, D, NT, ND,
     W: tl.constexpr, BT: tl.constexpr, BD: tl.constexpr, ACT: tl.constexpr, HAS_BIAS: tl.constexpr,
-    HAS_RESIDUAL: tl.constexpr, USE_H0: tl.constexpr, IS_VARLEN: tl.constexpr,
+    HAS_RESIDUAL: tl.constexpr, USE_H0: tl.constexpr, IS_VARLEN: tl.constexpr, STORE_PRE: tl.constexpr,
 ):
     i_task = tl.cast(i_task, tl.int64)
     i_c = i_task // ND
     i_d = i_task % ND
     i_b, i_n, i_t, bos, L = _seq_of_chunk(i_c, chunk_indices, cu_seqlens, T, NT, IS_VARLEN)
-    _conv_fwd_tile(i_b, i_n, i_t, bos, L, i_d, x, wt, bias, residual, h0t, y, s_xb, s_xt, T, D,
-                   W, BT, BD, ACT, HAS_BIAS, HAS_RESIDUAL, USE_H0)
+    _conv_fwd_tile(i_b, i_n, i_t, bos, L, i_d, x, wt, bias, residual, h0t, y, pre, s_xb, s_xt, T, D,
+                   W, BT, BD, ACT, HAS_BIAS, HAS_RESIDUAL, USE_H0, STORE_PRE)
 
 
 @triton.jit
 def _conv_fwd_tile(
-    i_b, i_n, i_t, bos, L, i_d, x, wt, bias, residual, h0t, y, s_xb, s_xt, T, D,
+    i_b, i_n, i_t, bos, L, i_d, x, wt, bias, residual, h0t, y, pre, s_xb, s_xt, T, D,
     W: tl.constexpr, BT: tl.constexpr, BD: tl.constexpr, ACT: tl.constexpr, HAS_BIAS: tl.constexpr,
-    HAS_RESIDUAL: tl.constexpr, USE_H0: tl.constexpr,
+    HAS_RESIDUAL: tl.constexpr, USE_H0: tl.constexpr, STORE_PRE: tl.constexpr,
 ):
     """The ``[BT, BD]`` output tile of chunk ``i_t`` of sequence ``i_n`` (batch row ``i_b``, start
-    ``bos``, length ``L``; int64), channel block ``i_d``."""
+    ``bos``, length ``L``; int64), channel block ``i_d``. ``STORE_PRE``: the pre-activation is
+    written to ``pre`` (``[B, T, D]`` like ``y``) for the per-tap backward."""
     t0 = i_t * BT
     lo = (-t0).to(tl.int32)
     hi = (L - t0).to(tl.int32)
@@ -184,10 +196,12 @@ def _conv_fwd_tile(
     p_h0 = i_n * W * D
     b_y = _pre_activation(x, h0t, wt, bias, p_x0, s_xt, p_h0, o_t, lo, hi, m_t, o_d, m_d, D,
                           W, USE_H0, HAS_BIAS)  # [BT, BD]
-    if ACT:
-        b_y = silu(b_y)
     p_y = (i_b * T + bos + t0) * D + o_t[:, None] * D + o_d[None, :]
     m = m_t[:, None] & m_d[None, :]
+    if STORE_PRE:
+        tl.store(pre + p_y, b_y.to(pre.dtype.element_ty), mask=m)
+    if ACT:
+        b_y = silu(b_y)
     if HAS_RESIDUAL:
         b_y += tl.load(residual + p_y, mask=m, other=0.0).to(tl.float32)
     tl.store(y + p_y, b_y.to(y.dtype.element_ty), mask=m)
@@ -195,10 +209,10 @@ def _conv_fwd_tile(
 
 @triton.jit(do_not_specialize=["T", "NT", "ND", "n_tasks", "n_programs"])
 def causal_conv1d_fwd_kernel(
-    x, wt, bias, residual, h0t, y, chunk_indices, cu_seqlens, s_xb, s_xt, T, D, NT, ND, n_tasks, n_programs,
+    x, wt, bias, residual, h0t, y, pre, chunk_indices, cu_seqlens, s_xb, s_xt, T, D, NT, ND, n_tasks, n_programs,
     W: tl.constexpr, BT: tl.constexpr, BD: tl.constexpr, ACT: tl.constexpr, HAS_BIAS: tl.constexpr,
     HAS_RESIDUAL: tl.constexpr, USE_H0: tl.constexpr, IS_VARLEN: tl.constexpr, TASK_LOOP: tl.constexpr,
-    GRID3D: tl.constexpr = False,
+    GRID3D: tl.constexpr = False, STORE_PRE: tl.constexpr = False,
 ):
     if GRID3D:
         # grid (ND, NT, B), or (ND, NC, 1) for varlen: the tile from the program ids, no division
@@ -211,95 +225,73 @@ def causal_conv1d_fwd_kernel(
             i_t = tl.program_id(1).to(tl.int64)
             bos = i_b * 0
             L = i_b * 0 + T
-        _conv_fwd_tile(i_b, i_n, i_t, bos, L, i_d, x, wt, bias, residual, h0t, y, s_xb, s_xt, T, D,
-                       W, BT, BD, ACT, HAS_BIAS, HAS_RESIDUAL, USE_H0)
+        _conv_fwd_tile(i_b, i_n, i_t, bos, L, i_d, x, wt, bias, residual, h0t, y, pre, s_xb, s_xt, T, D,
+                       W, BT, BD, ACT, HAS_BIAS, HAS_RESIDUAL, USE_H0, STORE_PRE)
     elif TASK_LOOP:
         for i_task in tl.range(tl.program_id(0), n_tasks, n_programs):
-            _conv_fwd_task(i_task, x, wt, bias, residual, h0t, y, chunk_indices, cu_seqlens, s_xb, s_xt, T, D,
-                           NT, ND, W, BT, BD, ACT, HAS_BIAS, HAS_RESIDUAL, USE_H0, IS_VARLEN)
+            _conv_fwd_task(i_task, x, wt, bias, residual, h0t, y, pre, chunk_indices, cu_seqlens, s_xb, s_xt, T,
+                           D, NT, ND, W, BT, BD, ACT, HAS_BIAS, HAS_RESIDUAL, USE_H0, IS_VARLEN, STORE_PRE)
     else:
-        _conv_fwd_task(tl.program_id(0), x, wt, bias, residual, h0t, y, chunk_indices, cu_seqlens, s_xb, s_xt,
-                       T, D, NT, ND, W, BT, BD, ACT, HAS_BIAS, HAS_RESIDUAL, USE_H0, IS_VARLEN)
+        _conv_fwd_task(tl.program_id(0), x, wt, bias, residual, h0t, y, pre, chunk_indices, cu_seqlens, s_xb,
+                       s_xt, T, D, NT, ND, W, BT, BD, ACT, HAS_BIAS, HAS_RESIDUAL, USE_H0, IS_VARLEN, STORE_PRE)
 
 
 @triton.jit
 def _conv_bwd_task(
-    i_task, x, wt, bias, h0t, dy, dhtt, dx, dw_part, db_part, chunk_indices, cu_seqlens,
+    i_task, x, wt, bias, h0t, pre, dy, dhtt, dx, dw_part, db_part, chunk_indices, cu_seqlens,
     s_xb, s_xt, s_dyb, s_dyt, T, D, NT, ND,
     W: tl.constexpr, BT: tl.constexpr, BD: tl.constexpr, ACT: tl.constexpr, HAS_BIAS: tl.constexpr,
-    USE_H0: tl.constexpr, HAS_DHT: tl.constexpr, IS_VARLEN: tl.constexpr, SHIFT_GATHER: tl.constexpr,
+    USE_H0: tl.constexpr, HAS_DHT: tl.constexpr, IS_VARLEN: tl.constexpr, SHIFT: tl.constexpr,
 ):
     i_task = tl.cast(i_task, tl.int64)
     i_c = i_task // ND
     i_d = i_task % ND
     i_b, i_n, i_t, bos, L = _seq_of_chunk(i_c, chunk_indices, cu_seqlens, T, NT, IS_VARLEN)
-    if SHIFT_GATHER:
-        _conv_bwd_tile_gather(i_b, i_n, i_t, bos, L, i_c, i_d, x, wt, bias, h0t, dy, dhtt, dx, dw_part, db_part,
-                              s_xb, s_xt, s_dyb, s_dyt, T, D, W, BT, BD, ACT, HAS_BIAS, USE_H0, HAS_DHT)
+    _conv_bwd_tile(i_b, i_n, i_t, bos, L, i_c, i_d, x, wt, bias, h0t, pre, dy, dhtt, dx, dw_part, db_part,
+                   s_xb, s_xt, s_dyb, s_dyt, T, D, W, BT, BD, ACT, HAS_BIAS, USE_H0, HAS_DHT, SHIFT)
+
+
+@triton.jit
+def _rows_from(b, k: tl.constexpr, BT: tl.constexpr, BD: tl.constexpr, SHIFT: tl.constexpr):
+    """``b`` (``[BT, BD]``) moved up by ``k`` rows: row ``t`` of the result is row ``t + k`` of ``b``
+    for ``t < BT - k``; the rows after are unspecified. ``SHIFT`` (:data:`SHIFT_GATHER`, ...): how."""
+    if SHIFT == 1:
+        i_q = tl.broadcast_to(tl.minimum(tl.arange(0, BT) + k, BT - 1)[:, None], [BT, BD])
+        r = tl.gather(b, i_q, axis=0)
+    elif SHIFT == 2:
+        r = tl.insert_slice(b, tl.extract_slice(b, [k, 0], [BT - k, BD], [1, 1]), [0, 0], [BT - k, BD], [1, 1])
     else:
-        _conv_bwd_tile_taps(i_b, i_n, i_t, bos, L, i_c, i_d, x, wt, bias, h0t, dy, dhtt, dx, dw_part, db_part,
-                            s_xb, s_xt, s_dyb, s_dyt, T, D, W, BT, BD, ACT, HAS_BIAS, USE_H0, HAS_DHT)
+        o = tl.arange(0, BT)
+        r = tl.dot((o[None, :] == (o + k)[:, None]).to(tl.float32), b, input_precision="ieee")  # [BT, BT] @ [BT, BD]
+    return r
 
 
 @triton.jit
-def _conv_bwd_tile_taps(
-    i_b, i_n, i_t, bos, L, i_c, i_d, x, wt, bias, h0t, dy, dhtt, dx, dw_part, db_part,
-    s_xb, s_xt, s_dyb, s_dyt, T, D,
-    W: tl.constexpr, BT: tl.constexpr, BD: tl.constexpr, ACT: tl.constexpr, HAS_BIAS: tl.constexpr,
-    USE_H0: tl.constexpr, HAS_DHT: tl.constexpr,
-):
-    """The backward of the ``[BT, BD]`` tile of chunk ``i_t`` (tiles advance by ``BT``): ``dpre`` of
-    the rows ``t + k`` that ``dx[t]`` needs is loaded and recomputed per tap ``k`` (NPU, interpreter)."""
-    t0 = i_t * BT
-    lo = (-t0).to(tl.int32)
-    hi = (L - t0).to(tl.int32)
-    o_t = tl.arange(0, BT)
-    o_d = i_d.to(tl.int32) * BD + tl.arange(0, BD)
-    m_d = o_d < D
-    m_t = o_t < hi
-    p_x0 = i_b * s_xb + (bos + t0) * s_xt
-    p_dy0 = i_b * s_dyb + (bos + t0) * s_dyt
-    p_h0 = i_n * W * D
-    b_dx = tl.zeros([BT, BD], dtype=tl.float32)  # [BT, BD]
-    b_dp0 = tl.zeros([BT, BD], dtype=tl.float32)  # [BT, BD] dpre of the tile's own rows (k = 0)
-    # dx[t] = sum_k wt[W - 1 - k] * dpre[t + k]. A runtime loop over k (last iteration k = 0): one
-    # tap's loads are live at a time (UB); unrolled, the W x W window loads of the recomputed
-    # pre-activation overflow the UB of an A2/A3 vector core.
-    for j in tl.range(0, W):
-        k = W - 1 - j
-        o_q = o_t + k
-        m_q = o_q < hi
-        b_dp = tl.load(dy + p_dy0 + o_q[:, None] * s_dyt + o_d[None, :], mask=m_q[:, None] & m_d[None, :],
-                       other=0.0).to(tl.float32)  # [BT, BD]
-        if ACT:
-            b_p = _pre_activation(x, h0t, wt, bias, p_x0, s_xt, p_h0, o_q, lo, hi, m_q, o_d, m_d, D,
-                                  W, USE_H0, HAS_BIAS)  # [BT, BD]
-            b_s = sigmoid(b_p)
-            b_dp = b_dp * b_s * (1.0 + b_p * (1.0 - b_s))
-        b_w = tl.load(wt + j * D + o_d, mask=m_d, other=0.0).to(tl.float32)  # [BD]
-        b_dx += b_dp * b_w[None, :]
-        # the last iteration's tile, selected rather than assigned: a loaded tile carried out of a
-        # runtime loop crashes bishengir-compile-a5 (tests/compiler/compiler_repros/loop_carried_load.py)
-        b_dp0 = tl.where(j == W - 1, b_dp, b_dp0)
-    # b_dp0 is zero past the sequence end (its dy load was masked by m_t); the weight loop stays a
-    # runtime loop on the NPU (one window load live at a time)
-    _conv_bwd_tile_finish(b_dx, b_dp0, x, h0t, dhtt, dx, dw_part, db_part, i_b, i_c, bos, t0, lo, hi, o_t, m_t,
-                          o_d, m_d, p_x0, s_xt, p_h0, T, D, W, HAS_BIAS, USE_H0, HAS_DHT, False)
+def _materialized(b, BT: tl.constexpr, BD: tl.constexpr, SHIFT: tl.constexpr):
+    """``b`` itself; with the slice ops (NPU) passed through a reshape round trip. triton-ascend
+    3.2.0 moves a ``tensor.extract_slice`` of an elementwise result up into that result's inputs, so
+    each of the ``W - 1`` shifted copies of ``dpre`` would recompute its sigmoid from its own shifted
+    loads of ``dy`` and the pre-activation (loads it marks ``DiscreteMemAccess``); the reshape stops
+    that, and ``dpre`` is computed once per row."""
+    if SHIFT == 2:
+        b = tl.reshape(tl.reshape(b, [BT * BD]), [BT, BD])
+    return b
 
 
 @triton.jit
-def _conv_bwd_tile_gather(
-    i_b, i_n, i_t, bos, L, i_c, i_d, x, wt, bias, h0t, dy, dhtt, dx, dw_part, db_part,
+def _conv_bwd_tile(
+    i_b, i_n, i_t, bos, L, i_c, i_d, x, wt, bias, h0t, pre, dy, dhtt, dx, dw_part, db_part,
     s_xb, s_xt, s_dyb, s_dyt, T, D,
     W: tl.constexpr, BT: tl.constexpr, BD: tl.constexpr, ACT: tl.constexpr, HAS_BIAS: tl.constexpr,
-    USE_H0: tl.constexpr, HAS_DHT: tl.constexpr,
+    USE_H0: tl.constexpr, HAS_DHT: tl.constexpr, SHIFT: tl.constexpr,
 ):
-    """The backward with ``dpre`` computed once per row (CUDA): the tile's ``BT`` rows give ``dpre``,
-    ``dx`` of its first ``BT - (W - 1)`` rows (tiles advance by that) reads ``dpre[t + k]`` from the
-    tile itself through ``tl.gather`` (which Triton stages through shared memory) instead of loading
-    ``dy`` and recomputing the pre-activation for every tap: per tile, 1 load of ``dy`` and ``2 W`` of
-    ``x`` with the activation (``W`` for the pre-activation, ``W`` for ``dweight``), against ``W`` and
-    ``W * W + W`` in :func:`_conv_bwd_tile_taps`."""
+    """The backward of one tile: its ``BT`` rows give ``dpre``; ``dx`` of its first
+    ``BO = BT - (W - 1)`` rows (tiles advance by that) takes ``dpre[t + k]`` from the tile itself
+    through :func:`_rows_from`, instead of loading ``dy`` (and recomputing or loading the
+    pre-activation) once per tap. The pre-activation is recomputed from ``x`` (``pre`` is ``None``:
+    compiled CUDA, as timed) or loaded from the forward's ``pre`` (``[B, T, D]``). ``dweight``: with
+    ``tl.gather`` (CUDA) ``W`` window loads of ``x``; otherwise one window of ``x`` starting ``W - 1``
+    rows before the tile, moved up by ``w`` rows for tap ``w`` (no reload, no cast per tap)."""
     BO: tl.constexpr = BT - (W - 1)
     t0 = i_t * BO
     lo = (-t0).to(tl.int32)
@@ -311,13 +303,19 @@ def _conv_bwd_tile_gather(
     m_o = (o_r < BO) & m_r  # the rows this tile writes
     p_x0 = i_b * s_xb + (bos + t0) * s_xt
     p_h0 = i_n * W * D
+    m_rd = m_r[:, None] & m_d[None, :]
     b_dp = tl.load(dy + i_b * s_dyb + (bos + t0) * s_dyt + o_r[:, None] * s_dyt + o_d[None, :],
-                   mask=m_r[:, None] & m_d[None, :], other=0.0).to(tl.float32)  # [BT, BD]
+                   mask=m_rd, other=0.0).to(tl.float32)  # [BT, BD]
     if ACT:
-        b_p = _pre_activation(x, h0t, wt, bias, p_x0, s_xt, p_h0, o_r, lo, hi, m_r, o_d, m_d, D,
-                              W, USE_H0, HAS_BIAS)  # [BT, BD]
+        if pre is None:
+            b_p = _pre_activation(x, h0t, wt, bias, p_x0, s_xt, p_h0, o_r, lo, hi, m_r, o_d, m_d, D,
+                                  W, USE_H0, HAS_BIAS)  # [BT, BD]
+        else:
+            b_p = tl.load(pre + (i_b * T + bos + t0) * D + o_r[:, None] * D + o_d[None, :],
+                          mask=m_rd, other=0.0).to(tl.float32)  # [BT, BD]
         b_s = sigmoid(b_p)
         b_dp = b_dp * b_s * (1.0 + b_p * (1.0 - b_s))
+    b_dp = _materialized(b_dp, BT, BD, SHIFT)
     # dx[t] = sum_k wt[W - 1 - k] * dpre[t + k]; rows t + k past the tile serve only rows it does not write
     b_dx = tl.zeros([BT, BD], dtype=tl.float32)  # [BT, BD]
     for k in tl.static_range(W):
@@ -325,71 +323,54 @@ def _conv_bwd_tile_gather(
         if k == 0:
             b_dx += b_dp * b_w[None, :]
         else:
-            i_q = tl.broadcast_to(tl.minimum(o_r + k, BT - 1)[:, None], [BT, BD])
-            b_dx += tl.gather(b_dp, i_q, axis=0) * b_w[None, :]
-    # dweight and dbias sum over the written rows only
+            b_dx += _rows_from(b_dp, k, BT, BD, SHIFT) * b_w[None, :]
+    # dweight and dbias sum over the written rows only:
+    # dweight[w] = sum_t dpre[t] * x[t - (W - 1) + w] and dbias = sum_t dpre[t]
     b_dp = tl.where(m_o[:, None], b_dp, 0.0)
-    _conv_bwd_tile_finish(b_dx, b_dp, x, h0t, dhtt, dx, dw_part, db_part, i_b, i_c, bos, t0, lo, hi, o_r, m_o,
-                          o_d, m_d, p_x0, s_xt, p_h0, T, D, W, HAS_BIAS, USE_H0, HAS_DHT, True)
-
-
-@triton.jit
-def _conv_bwd_tile_finish(
-    b_dx, b_dp, x, h0t, dhtt, dx, dw_part, db_part, i_b, i_c, bos, t0, lo, hi, o_t, m_t, o_d, m_d, p_x0, s_xt,
-    p_h0, T, D, W: tl.constexpr, HAS_BIAS: tl.constexpr, USE_H0: tl.constexpr, HAS_DHT: tl.constexpr,
-    UNROLL: tl.constexpr,
-):
-    """The stores both backward tiles end with, for the rows ``m_t`` the tile writes (``b_dp``: their
-    ``dpre``, zero in every other row): the task's partial ``dweight`` and ``dbias``, and ``dx``
-    (``b_dx``) with the final-state gradient added. ``UNROLL``: the weight loop unrolled (CUDA's
-    gather tile) or a runtime loop (the per-tap tile: one window load live at a time in the UB)."""
-    # partial dweight[w] = sum_t dpre[t] * x[t - (W - 1) + w] and dbias = sum_t dpre[t]
     p_part = i_c * W * D + o_d
-    if UNROLL:
+    if SHIFT == 1:
         for w in tl.static_range(W):
-            _store_dweight_part(b_dp, x, h0t, dw_part, p_part, w, p_x0, s_xt, p_h0, o_t, lo, hi, m_t, o_d, m_d, D,
-                                W, USE_H0)
+            b_x = _load_window(x, h0t, p_x0, s_xt, p_h0, o_r + (w - (W - 1)), lo, hi, m_o, o_d, m_d, D,
+                               W, USE_H0)  # [BT, BD]
+            tl.store(dw_part + p_part + w * D, tl.sum(b_dp * b_x, axis=0), mask=m_d)
     else:
-        for w in tl.range(0, W):
-            _store_dweight_part(b_dp, x, h0t, dw_part, p_part, w, p_x0, s_xt, p_h0, o_t, lo, hi, m_t, o_d, m_d, D,
-                                W, USE_H0)
+        b_xw = _load_window(x, h0t, p_x0, s_xt, p_h0, o_r - (W - 1), lo, hi, o_r < BT, o_d, m_d, D,
+                            W, USE_H0)  # [BT, BD]: rows t0 - (W - 1) + r
+        b_xw = _materialized(b_xw, BT, BD, SHIFT)
+        for w in tl.static_range(W):
+            if w == 0:
+                b_xs = b_xw
+            else:
+                b_xs = _rows_from(b_xw, w, BT, BD, SHIFT)
+            tl.store(dw_part + p_part + w * D, tl.sum(b_dp * b_xs, axis=0), mask=m_d)
     if HAS_BIAS:
         tl.store(db_part + i_c * D + o_d, tl.sum(b_dp, axis=0), mask=m_d)
     if HAS_DHT:
         # the final state holds x[L - W + j] in its row j (dhtt: [N, W, D]); tile row t is j = t - hi + W
-        m_j = (hi - W <= o_t) & m_t
-        b_dx += tl.load(dhtt + p_h0 + (o_t - hi + W)[:, None] * D + o_d[None, :], mask=m_j[:, None] & m_d[None, :],
+        m_j = (hi - W <= o_r) & m_o
+        b_dx += tl.load(dhtt + p_h0 + (o_r - hi + W)[:, None] * D + o_d[None, :], mask=m_j[:, None] & m_d[None, :],
                         other=0.0).to(tl.float32)  # [BT, BD]
-    p_dx = (i_b * T + bos + t0) * D + o_t[:, None] * D + o_d[None, :]
-    tl.store(dx + p_dx, b_dx.to(dx.dtype.element_ty), mask=m_t[:, None] & m_d[None, :])
-
-
-@triton.jit
-def _store_dweight_part(b_dp, x, h0t, dw_part, p_part, w, p_x0, s_xt, p_h0, o_t, lo, hi, m_t, o_d, m_d, D,
-                        W: tl.constexpr, USE_H0: tl.constexpr):
-    """``dw_part[w] = sum_t dpre[t] * x[t - (W - 1) + w]`` over the tile's rows ``m_t``."""
-    b_x = _load_window(x, h0t, p_x0, s_xt, p_h0, o_t + (w - (W - 1)), lo, hi, m_t, o_d, m_d, D,
-                       W, USE_H0)  # [BT, BD]
-    tl.store(dw_part + p_part + w * D, tl.sum(b_dp * b_x, axis=0), mask=m_d)
+    p_dx = (i_b * T + bos + t0) * D + o_r[:, None] * D + o_d[None, :]
+    tl.store(dx + p_dx, b_dx.to(dx.dtype.element_ty), mask=m_o[:, None] & m_d[None, :])
 
 
 @triton.jit(do_not_specialize=["T", "NT", "ND", "n_tasks", "n_programs"])
 def causal_conv1d_bwd_kernel(
-    x, wt, bias, h0t, dy, dhtt, dx, dw_part, db_part, chunk_indices, cu_seqlens,
+    x, wt, bias, h0t, pre, dy, dhtt, dx, dw_part, db_part, chunk_indices, cu_seqlens,
     s_xb, s_xt, s_dyb, s_dyt, T, D, NT, ND, n_tasks, n_programs,
     W: tl.constexpr, BT: tl.constexpr, BD: tl.constexpr, ACT: tl.constexpr, HAS_BIAS: tl.constexpr,
     USE_H0: tl.constexpr, HAS_DHT: tl.constexpr, IS_VARLEN: tl.constexpr, TASK_LOOP: tl.constexpr,
-    SHIFT_GATHER: tl.constexpr = False,
+    SHIFT: tl.constexpr,
 ):
     if TASK_LOOP:
         for i_task in tl.range(tl.program_id(0), n_tasks, n_programs):
-            _conv_bwd_task(i_task, x, wt, bias, h0t, dy, dhtt, dx, dw_part, db_part, chunk_indices, cu_seqlens,
-                           s_xb, s_xt, s_dyb, s_dyt, T, D, NT, ND, W, BT, BD, ACT, HAS_BIAS, USE_H0, HAS_DHT,
-                           IS_VARLEN, SHIFT_GATHER)
+            _conv_bwd_task(i_task, x, wt, bias, h0t, pre, dy, dhtt, dx, dw_part, db_part, chunk_indices,
+                           cu_seqlens, s_xb, s_xt, s_dyb, s_dyt, T, D, NT, ND, W, BT, BD, ACT, HAS_BIAS, USE_H0,
+                           HAS_DHT, IS_VARLEN, SHIFT)
     else:
-        _conv_bwd_task(tl.program_id(0), x, wt, bias, h0t, dy, dhtt, dx, dw_part, db_part, chunk_indices,
+        _conv_bwd_task(tl.program_id(0), x, wt, bias, h0t, pre, dy, dhtt, dx, dw_part, db_part, chunk_indices,
                        cu_seqlens, s_xb, s_xt, s_dyb, s_dyt, T, D, NT, ND, W, BT, BD, ACT, HAS_BIAS, USE_H0,
-                       HAS_DHT, IS_VARLEN, SHIFT_GATHER)
+                       HAS_DHT, IS_VARLEN, SHIFT)
 
 
 @triton.jit
