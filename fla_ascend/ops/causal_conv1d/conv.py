@@ -68,27 +68,30 @@ NPU_BD, NPU_BT = 64, 64
 """NPU channel tile of both sequence kernels (capped at ``next_pow2(D)``) and the largest token tile;
 the token tile is ``NPU_ELEMENTS // BD`` up to ``NPU_BT`` (narrower channel tiles plan more UB per
 row: the backward with both states 177504 B at ``[128, 16]``, 89440 B at ``[64, 16]``)."""
-NPU_ELEMENTS = MappingProxyType({"plain": 4096, "states": 2048})
+NPU_ELEMENTS = MappingProxyType({"plain": 4096, "states": 2048, "states-w1": 1024})
 """Elements of the NPU ``[BT, BD]`` tile: 4096 without states, 2048 with an initial state or a
 final-state gradient, whose windows put the 4096-element plans above 90% of the UB of an A2/A3
-vector core (:data:`.kernels.FWD_TILES`, :data:`.kernels.BWD_TILES`). From the compiled plan's
+vector core (:data:`.kernels.FWD_TILES`, :data:`.kernels.BWD_TILES`), 1024 for ``W = 1`` with states
+(the backward planned 180352 B, 92%, at ``[32, 64]`` for D 64 and 100). From the compiled plan's
 estimate at B4 T4096 D4096 W4 with SiLU on Ascend910B2 (``fla-ascend estimate causal_conv1d --shape
 conv-b4-t4096``; cases.md, causal_conv1d): the backward 857 us at ``[64, 64]`` against 1024 at
 ``[32, 64]``, 983 at ``[64, 32]`` and 893 at ``[32, 128]`` (UB 96%); the forward 578 us at
 ``[64, 64]`` against 720 at ``[16, 128]`` and 513 at ``[64, 128]`` (UB 93%)."""
 
 
-def _tiles(D: int, stage: str, states: bool = False) -> tuple[int, int, int]:
+def _tiles(D: int, stage: str, states: bool = False, W: int = 4) -> tuple[int, int, int]:
     """``(BT, BD, num_warps)``: token and channel tile of the ``stage`` (``"fwd"`` or ``"bwd"``)
     sequence kernel and its warp count (CUDA only).
 
     NPU: ``BD = min(NPU_BD, next_pow2(D))`` and ``BT = min(NPU_BT, NPU_ELEMENTS / BD)``, the smaller tile when
-    the launch reads or writes ``states`` (an initial state, a final-state gradient). Elsewhere
+    the launch reads or writes ``states`` (an initial state, a final-state gradient; smaller again
+    for kernel width ``W = 1``). Elsewhere
     :data:`CUDA_TILES` (with the active target's overrides).
     """
     if backend.device_type() == "npu":
         BD = min(NPU_BD, next_pow2(D))
-        return min(NPU_BT, NPU_ELEMENTS["states" if states else "plain"] // BD), BD, 4
+        kind = ("states-w1" if W == 1 else "states") if states else "plain"
+        return min(NPU_BT, NPU_ELEMENTS[kind] // BD), BD, 4
     BT, BD, num_warps = backend.table("causal_conv1d", CUDA_TILES)[stage]
     return BT, min(BD, next_pow2(D)), num_warps
 
@@ -271,7 +274,7 @@ class CausalConv1dFunction(torch.autograd.Function):
     def forward(ctx, x, weight, bias, residual, initial_state, output_final_state, activation, cu_seqlens,
                 fla_chunk_indices=None, cu_seqlens_cpu=None):
         D, W = weight.shape
-        BT, BD, num_warps = _tiles(D, "fwd", initial_state is not None)
+        BT, BD, num_warps = _tiles(D, "fwd", initial_state is not None, W)
         chunk_indices = _conv_chunk_indices(cu_seqlens, BT, fla_chunk_indices, cu_seqlens_cpu)
         wt = weight.t().contiguous()  # [W, D]: each tap a contiguous row (NPU layout rule)
         h0t = _state_rows(initial_state)  # [N, W, D]: state rows contiguous along D (NPU layout rule)
@@ -291,7 +294,7 @@ class CausalConv1dFunction(torch.autograd.Function):
     def backward(ctx, dy, dht):
         x, wt, bias, h0t, pre, cu_seqlens, chunk_indices, fla_chunk_indices, cu_seqlens_cpu = ctx.saved_tensors
         activation, w_dtype, has_residual, fwd_BT = ctx.meta
-        BT, BD, num_warps = _tiles(wt.shape[1], "bwd", h0t is not None or dht is not None)
+        BT, BD, num_warps = _tiles(wt.shape[1], "bwd", h0t is not None or dht is not None, wt.shape[0])
         step = _bwd_step(BT, wt.shape[0])
         if cu_seqlens is not None and step != fwd_BT:
             chunk_indices, fwd_BT = _conv_chunk_indices(cu_seqlens, step, fla_chunk_indices, cu_seqlens_cpu), step
