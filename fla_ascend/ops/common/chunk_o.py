@@ -202,7 +202,7 @@ def chunk_bwd_dv_local(
 @triton.jit
 def _chunk_bwd_dqkwg_task(
     i_task, q, k, v_new, h, dh, do, dv_new, g_cum, dq, dk, dw, dg_parts, chunk_indices, cu_seqlens, scale,
-    T, NT, TT,
+    T, NT, TT, NV,
     H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr,
     BT: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr, IS_VARLEN: tl.constexpr,
 ):
@@ -223,7 +223,9 @@ def _chunk_bwd_dqkwg_task(
     b_dw = tl.zeros([BT, BK], dtype=tl.float32)
     b_dS = tl.zeros([BT, BT], dtype=tl.float32)
     b_hdh = tl.zeros([BK], dtype=tl.float32)
-    for i_v in range(tl.cdiv(V, BV)):
+    # NV = cdiv(V, BV) as a runtime argument: with a compile-time trip count bishengir-compile-a5
+    # rejects its own outlined call (tests/compiler/compiler_repros/func_call_type_mismatch.py)
+    for i_v in range(NV):
         o_v = i_v * BV + tl.arange(0, BV)
         m_v = o_v < V
         m_kv = m_k[:, None] & m_v[None, :]
@@ -274,9 +276,9 @@ def _chunk_bwd_dqkwg_task(
     tl.store(dg_parts + (tl.cast(i_k, tl.int64) * HV + i_hv) * TT + t0 + o_t, b_dG, mask=m_t)
 
 
-@triton.jit(do_not_specialize=["T", "NT", "TT", "n_tasks", "n_programs"])
+@triton.jit(do_not_specialize=["T", "NT", "TT", "NV", "n_tasks", "n_programs"])
 def chunk_bwd_dqkwg_kernel(
-    q, k, v_new, h, dh, do, dv_new, g_cum, dq, dk, dw, dg_parts, chunk_indices, cu_seqlens, scale, T, NT, TT,
+    q, k, v_new, h, dh, do, dv_new, g_cum, dq, dk, dw, dg_parts, chunk_indices, cu_seqlens, scale, T, NT, TT, NV,
     n_tasks, n_programs,
     H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr,
     BT: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr, IS_VARLEN: tl.constexpr, TASK_LOOP: tl.constexpr,
@@ -291,10 +293,10 @@ def chunk_bwd_dqkwg_kernel(
     if TASK_LOOP:
         for i_task in tl.range(tl.program_id(0), n_tasks, n_programs):
             _chunk_bwd_dqkwg_task(i_task, q, k, v_new, h, dh, do, dv_new, g_cum, dq, dk, dw, dg_parts,
-                                  chunk_indices, cu_seqlens, scale, T, NT, TT, H, HV, K, V, BT, BK, BV, IS_VARLEN)
+                                  chunk_indices, cu_seqlens, scale, T, NT, TT, NV, H, HV, K, V, BT, BK, BV, IS_VARLEN)
     else:
         _chunk_bwd_dqkwg_task(tl.program_id(0), q, k, v_new, h, dh, do, dv_new, g_cum, dq, dk, dw, dg_parts,
-                              chunk_indices, cu_seqlens, scale, T, NT, TT, H, HV, K, V, BT, BK, BV, IS_VARLEN)
+                              chunk_indices, cu_seqlens, scale, T, NT, TT, NV, H, HV, K, V, BT, BK, BV, IS_VARLEN)
 
 
 def chunk_bwd_dqkwg(
@@ -338,11 +340,12 @@ def chunk_bwd_dqkwg(
     dg_parts = torch.empty(NK + 1, HV, B * T, dtype=torch.float32, device=q.device)
     n_tasks = n_chunks * HV * NK
     plan = task_plan(n_tasks, "cube")
+    BV = min(s["BV"], dot_dim(V))
     chunk_bwd_dqkwg_kernel[plan.grid](
         q=q, k=k, v_new=v_new, h=h, dh=dh, do=do, dv_new=dv_new, g_cum=g_cum, dq=dq, dk=dk, dw=dw,
         dg_parts=dg_parts, chunk_indices=chunk_indices, cu_seqlens=cu_seqlens, scale=scale,
-        T=T, NT=cdiv(T, chunk_size), TT=B * T, n_tasks=n_tasks, n_programs=plan.n_programs,
-        H=H, HV=HV, K=K, V=V, BT=chunk_size, BK=BK, BV=min(s["BV"], dot_dim(V)),
+        T=T, NT=cdiv(T, chunk_size), TT=B * T, NV=cdiv(V, BV), n_tasks=n_tasks, n_programs=plan.n_programs,
+        H=H, HV=HV, K=K, V=V, BT=chunk_size, BK=BK, BV=BV,
         IS_VARLEN=cu_seqlens is not None, TASK_LOOP=plan.task_loop,
         **stage_launch("dqkwg", s.get("multibuffer")),
     )
