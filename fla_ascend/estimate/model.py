@@ -124,41 +124,51 @@ def fla_available() -> str | None:
     return None
 
 
+class _StandinDriver:
+    """A Triton driver with no device: the core counts of ``chip`` for launch planners that ask the
+    driver, a benchmarker that measures nothing, and an NPU target once :attr:`npu` is set (until then
+    ``get_current_target`` raises, so code that picks its device at import keeps ``cpu``)."""
+
+    def __init__(self, chip: ChipSpec):
+        self.chip = chip
+        self.npu = False
+        props = {"num_aicore": chip.cube_cores, "num_vectorcore": chip.vector_cores}
+        self.utils = types.SimpleNamespace(get_device_properties=lambda i=0: dict(props))
+
+    def get_benchmarker(self):
+        return lambda *a, **k: [0.0]
+
+    def get_current_target(self):
+        if not self.npu:
+            raise RuntimeError("no NPU (estimate capture)")
+        from triton.backends.compiler import GPUTarget
+
+        return GPUTarget("npu", self.chip.name, 0)
+
+    def get_current_device(self):
+        return 0
+
+
 @contextlib.contextmanager
-def _fla_npu(chip: ChipSpec):
-    """Make flash-linear-attention select its NPU (triton_ascend) backends on this CPU-only machine:
-    a stand-in Triton driver (no device, core counts of ``chip``), ``torch.npu.current_device``,
-    ``IS_NPU`` for the backend registry, every backend verifier accepting (they check
-    ``tensor.device.type == 'npu'``), UB capacity of ``chip`` for its UB manager, and every autotuned
-    kernel launched once per config (the launches of one call form a group; the best is kept)."""
+def npu_standin(chip: ChipSpec):
+    """Run another project's NPU Triton code on this CPU-only machine as if on ``chip``, for capture.
+
+    While the block runs: the active Triton driver is a :class:`_StandinDriver` (no device, ``chip``'s
+    core counts; its ``npu`` flag is off until the caller sets it), ``torch.npu`` answers
+    ``current_device``, ``device_count`` and ``device`` (a no-op context), ``ASCEND_UB_CAPACITY_BITS``
+    is ``chip``'s UB, and every autotuned kernel is launched once per config (the launches of one
+    call form a group: :data:`_GROUPS`; the estimate keeps the fastest). Everything is restored after.
+
+    Yields the driver."""
     import torch
     import triton.runtime as tr
     from triton.runtime.autotuner import Autotuner
 
-    props = {"num_aicore": chip.cube_cores, "num_vectorcore": chip.vector_cores}
-
-    class _Driver:
-        npu = False  # fla.utils decides its device at import: keep it 'cpu' (torch has no npu here)
-
-        def get_benchmarker(self):
-            return lambda *a, **k: [0.0]
-
-        def get_current_target(self):
-            if not self.npu:
-                raise RuntimeError("no NPU (estimate capture)")
-            from triton.backends.compiler import GPUTarget
-
-            return GPUTarget("npu", chip.name, 0)
-
-        def get_current_device(self):
-            return 0
-
-        utils = types.SimpleNamespace(get_device_properties=lambda i=0: dict(props))
-
     saved = (tr.driver.active, getattr(torch, "npu", None), Autotuner.run, os.environ.get("ASCEND_UB_CAPACITY_BITS"))
-    drv = _Driver()
+    drv = _StandinDriver(chip)
     tr.driver.set_active(drv)
-    torch.npu = types.SimpleNamespace(current_device=lambda: 0, device_count=lambda: 1)
+    torch.npu = types.SimpleNamespace(current_device=lambda: 0, device_count=lambda: 1,
+                                      device=lambda *a, **k: contextlib.nullcontext())
     os.environ["ASCEND_UB_CAPACITY_BITS"] = str(chip.ub_bytes * 8)
     groups = {"n": 0}
 
@@ -172,17 +182,7 @@ def _fla_npu(chip: ChipSpec):
 
     Autotuner.run = _autotune_run
     try:
-        import fla.utils as fu
-        from fla import backends as fb
-
-        fu.IS_NPU = True
-        drv.npu = True  # from now on fla's get_multiprocessor_count finds the chip's vector cores
-        orig_verify = fb.BaseBackend.verify
-        fb.BaseBackend.verify = lambda self, fn, *a, **k: (True, None)
-        try:
-            yield
-        finally:
-            fb.BaseBackend.verify = orig_verify
+        yield drv
     finally:
         tr.driver.active, Autotuner.run = saved[0], saved[2]
         if saved[1] is None:
@@ -194,6 +194,97 @@ def _fla_npu(chip: ChipSpec):
             os.environ.pop("ASCEND_UB_CAPACITY_BITS", None)
         else:
             os.environ["ASCEND_UB_CAPACITY_BITS"] = saved[3]
+
+
+@contextlib.contextmanager
+def _fla_npu(chip: ChipSpec):
+    """Make flash-linear-attention select its NPU (triton_ascend) backends on this CPU-only machine:
+    :func:`npu_standin`, then ``IS_NPU`` for its backend registry and every backend verifier accepting
+    (they check ``tensor.device.type == 'npu'``); its UB manager reads the chip's UB from the
+    stand-in's environment."""
+    with npu_standin(chip) as drv:
+        import fla.utils as fu
+        from fla import backends as fb
+
+        fu.IS_NPU = True
+        drv.npu = True  # from now on fla's get_multiprocessor_count finds the chip's vector cores
+        orig_verify = fb.BaseBackend.verify
+        fb.BaseBackend.verify = lambda self, fn, *a, **k: (True, None)
+        try:
+            yield
+        finally:
+            fb.BaseBackend.verify = orig_verify
+
+
+@dataclass
+class HostWork:
+    """The framework (PyTorch) work of one op call besides its Triton kernels, counted while the call
+    runs under capture (:func:`record_host`): ``ops`` operations that would launch work on the device
+    (copies such as ``transpose(...).contiguous()``, reductions, index preparation), their ``bytes``
+    in and out, ``syncs`` reads of a device value on the host (``.tolist()``, ``.item()``), ``allocs``
+    allocations (not charged), and ``by_op`` the count per operation name.
+
+    Under capture every tensor is on the CPU, so an operation the real call runs on the host (a
+    ``torch.arange`` of a Python int) is counted like one on the device."""
+
+    ops: int = 0
+    bytes: float = 0.0
+    syncs: int = 0
+    allocs: int = 0
+    by_op: dict = field(default_factory=dict)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+_ALLOC_OPS = ("empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided", "empty_permuted")
+_SYNC_OPS = ("_local_scalar_dense", "item", "is_nonzero", "equal")
+
+
+@contextlib.contextmanager
+def record_host(work: HostWork):
+    """Count into ``work`` (:class:`HostWork`) the PyTorch operations run while the block runs: views
+    (``transpose``, ``slice``...: no device work) are skipped, allocations counted apart, reads of a
+    value on the host counted as syncs (including ``Tensor.tolist``, which bypasses the dispatcher),
+    every other operation counted with the bytes of its tensor inputs and outputs."""
+    import torch
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    def nbytes(x):
+        return x.numel() * x.element_size() if isinstance(x, torch.Tensor) else 0
+
+    class _Mode(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types_, args=(), kwargs=None):
+            out = func(*args, **(kwargs or {}))
+            name = func.overloadpacket.__name__
+            if getattr(func, "is_view", False) or name in ("detach", "alias", "_reshape_alias"):
+                return out
+            if name in _ALLOC_OPS:
+                work.allocs += 1
+                return out
+            if name in _SYNC_OPS:
+                work.syncs += 1
+            else:
+                work.ops += 1
+                flat = list(args) + list((kwargs or {}).values()) + (list(out) if isinstance(out, (tuple, list))
+                                                                     else [out])
+                work.bytes += sum(nbytes(x) for x in flat)
+            work.by_op[name] = work.by_op.get(name, 0) + 1
+            return out
+
+    orig_tolist = torch.Tensor.tolist
+
+    def _tolist(self):
+        work.syncs += 1
+        work.by_op["tolist"] = work.by_op.get("tolist", 0) + 1
+        return orig_tolist(self)
+
+    torch.Tensor.tolist = _tolist
+    try:
+        with _Mode():
+            yield work
+    finally:
+        torch.Tensor.tolist = orig_tolist
 
 
 _LIST: list = [None]     # the capture's launch list while an op runs
@@ -292,6 +383,24 @@ def _scalars(la, low) -> list:
             for k in low.signature if k not in low.constants]
 
 
+MAX_KNOWN_ELEMENTS = 1 << 20
+"""Integer tensors of a launch up to this many elements have their contents passed to the plan walk
+(:func:`fla_ascend.compiler.planeval.evaluate`'s ``memory``): ``cu_seqlens`` and chunk index tensors,
+so the sequence bounds a varlen kernel reads from them resolve."""
+
+
+def _memory(la, low) -> dict:
+    import torch
+
+    out = {}
+    for i, k in enumerate(k for k in low.signature if k not in low.constants):
+        v = la.kwargs.get(k)
+        if isinstance(v, torch.Tensor) and not v.is_floating_point() and not v.is_complex() \
+                and v.dtype != torch.bool and v.numel() <= MAX_KNOWN_ELEMENTS and v.device.type == "cpu":
+            out[i] = v.reshape(-1).tolist()
+    return out
+
+
 def estimate_launch(la, chip: ChipSpec, direction: str = "fwd", timeout_s: float = 600.0) -> LaunchEstimate:
     """Lower, compile (cached) and evaluate one captured launch (:class:`fla_ascend.compiler.capture.Launch`).
 
@@ -332,6 +441,7 @@ def estimate_launch(la, chip: ChipSpec, direction: str = "fwd", timeout_s: float
     n_cores = chip.cube_cores if aic else chip.vector_cores
     est.cores = n_cores
     scal = _scalars(la, low)
+    memory = _memory(la, low)
     G = 1
     for g in est.grid:
         G *= g
@@ -341,10 +451,10 @@ def estimate_launch(la, chip: ChipSpec, direction: str = "fwd", timeout_s: float
     for b in blocks:
         subs = []
         for f in aic:
-            subs.append(planeval.evaluate(mod, f, scal, est.grid, b))
+            subs.append(planeval.evaluate(mod, f, scal, est.grid, b, memory=memory))
         for f in aiv:
             for sb in ((0, 1) if aic else (0,)):
-                subs.append(planeval.evaluate(mod, f, scal, est.grid, b, sb))
+                subs.append(planeval.evaluate(mod, f, scal, est.grid, b, sb, memory=memory))
         per_block[b] = subs
     # assign blocks to cores round-robin; a sampled grid gives each core its share of the mean block
     per_core: list = []
