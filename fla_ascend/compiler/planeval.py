@@ -53,7 +53,9 @@ class Counts:
     ``scalar_loop_iters`` iterations of loops with no vector or DMA call inside (scalar code such as
     a gather or an integer compare fallback), ``scalar_gm`` scalar loads/stores on GM;
     ``syncs`` cross-core waits (``sync_block_wait``), ``sync_sets`` their signals,
-    ``flags`` intra-core pipe waits and barriers; ``calls`` by library function (instances x trips).
+    ``flags`` intra-core pipe waits and barriers; ``mmas`` Cube matmul calls (``mma_tile_*``),
+    ``dmas`` DMA calls (GM <-> UB/L1 moves and fixpipe stores); ``calls`` by library function
+    (instances x trips).
     """
 
     mte2_bytes: float = 0.0
@@ -69,11 +71,13 @@ class Counts:
     syncs: float = 0.0
     sync_sets: float = 0.0
     flags: float = 0.0
+    mmas: float = 0.0
+    dmas: float = 0.0
     calls: dict = field(default_factory=dict)
     unresolved: list = field(default_factory=list)
 
     _SCALARS = ("mte2_bytes", "mte3_bytes", "ws_bytes", "vector_bytes", "vector_slow_bytes", "vector_instrs",
-                "scalar_ops", "scalar_loop_iters", "scalar_gm", "syncs", "sync_sets", "flags")
+                "scalar_ops", "scalar_loop_iters", "scalar_gm", "syncs", "sync_sets", "flags", "mmas", "dmas")
 
     def add(self, other: Counts, scale: float = 1.0) -> None:
         """``self += scale * other`` (unresolved notes are merged, not scaled)."""
@@ -618,6 +622,7 @@ class _Walker:
         args = [self.val(a) for a in ops_]
         mems = [a for a in args if isinstance(a, Mem)]
         if callee.startswith("mma_tile"):
+            c.mmas += 1
             m = re.match(r"mma_tile_(\w+?)_to_", callee)
             dt = _NAME_DTYPE.get(m.group(1), m.group(1)) if m else "?"
             scal = [a for a in args if not isinstance(a, Mem)]
@@ -645,10 +650,12 @@ class _Walker:
             return float(x.numel * x.esize)
 
         if first.space == "gm" and any(s != "gm" for s in spaces[1:]):
+            c.dmas += 1
             b = nbytes(first)
             c.mte2_bytes += b
             c.ws_bytes += b if first.ws else 0.0
         elif first.space != "gm" and "gm" in spaces[1:]:
+            c.dmas += 1
             dst = next(x for x in mems[1:] if x.space == "gm")
             b = nbytes(dst) if callee.startswith("fixpipe") else nbytes(first)
             c.mte3_bytes += b

@@ -240,8 +240,9 @@ def build_parser(p: argparse.ArgumentParser | None = None) -> argparse.ArgumentP
     p = p or argparse.ArgumentParser(prog="fla-ascend estimate")
     # the op names come from the catalogue, which needs torch: checked in the worker (collect)
     p.add_argument("op", help="op to estimate (forward and backward launches; a benchmarked op of the catalogue, "
-                              "e.g. chunk_gated_delta_rule), 'all', or 'calibration': the public hardware "
-                              "measurements of flash-linear-attention's NPU kernels and the estimate's error")
+                              "e.g. chunk_gated_delta_rule), 'all', or 'calibration': public hardware timings "
+                              "(flash-linear-attention's and vllm-ascend's NPU kernels, when importable) and the "
+                              "estimate's error")
     p.add_argument("--shape", default="anchors",
                    help="'anchors' (default: the op's named shapes), 'all' (and 'small', its CI shape), a "
                         "named shape or shape key as fla-ascend bench --shapes takes them (qwen3next, "
@@ -293,33 +294,68 @@ def collect(args) -> dict:
             "assumptions": {k: {"value": v[0], "what": v[1]} for k, v in ASSUMPTIONS.items()}}
 
 
+def _host_text(r) -> str:
+    if r.get("host_us") is None:
+        return _fmt(r["estimated_us"])
+    return f"{r['estimated_us']:.1f} ({r['kernel_us']:.1f} + {r['host_us']:.1f})"
+
+
+def _source_label(url: str) -> str:
+    if "megagdn" in url:
+        return f"[MegaGDN {url.rsplit('/', 1)[-1]}]({url})"
+    return f"[flash-linear-attention {url.rsplit('/', 1)[-1]}]({url})"
+
+
 def calibration_markdown(rows: list, chip: str) -> str:
-    lines = ["| measurement | measured us | estimated us | estimate / measured | bounds (us) | source |",
-             "|---|---|---|---|---|---|"]
+    """The calibration rows of :func:`fla_ascend.estimate.calibration.calibrate` as a Markdown table
+    (estimated on ``chip``), then the error band per scope and of the held-out points."""
+    from fla_ascend.estimate.calibration import error_band
+
+    lines = [f"Estimated for {chip}. Estimated us of an op-level point: total (kernels + host-side costs).", "",
+             "| point | source | chip | scope | dtype | measured us | estimated us | estimate / measured | "
+             "bounds (us) | fitted on it |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
-        est = (_fmt(r["estimated_us"]) if r["estimated_us"] is not None
-               else "not compiled: " + "; ".join(r["failed"])[:200])
-        lines.append(f"| {r['name']} | {r['measured_us']:.0f} | {est} | {_fmt(r['ratio'], 2)} | "
-                     f"{', '.join(f'{k} {v}' for k, v in r['bounds'].items())} | "
-                     f"[{r['chip']} case notes]({r['source']}): "
-                     f"{r['note']} |")
+        if r.get("skipped"):
+            est = "not run: " + r["skipped"][:160]
+        elif r["estimated_us"] is None:
+            est = "not compiled: " + "; ".join(r["failed"])[:200]
+        else:
+            est = _host_text(r)
+        fits = ", ".join(r["fits"]) if r["fits"] else "held out"
+        lines.append(f"| {r['name']} | {_source_label(r['source'])} | {r['chip']} | {r['scope']} | {r['dtype']} "
+                     f"| {r['measured_us']:.0f} | {est} | {_fmt(r['ratio'], 2)} | "
+                     f"{', '.join(f'{k} {v}' for k, v in r['bounds'].items())} | {fits} |")
+    band = error_band(rows)
+    if band:
+        lines.append("")
+        for label, (lo, hi, n) in band.items():
+            lines.append(f"- {label}: estimate / measured {lo:.2f} to {hi:.2f} ({n} points)")
     return "\n".join(lines) + "\n"
 
 
 def _calibration(args) -> int:
     from fla_ascend.compiler.lower import require_compiler
-    from fla_ascend.estimate.model import calibrate, fla_available
+    from fla_ascend.estimate.calibration import fit_assumptions
+    from fla_ascend.estimate.model import calibrate
 
     require_compiler("estimate")
-    reason = fla_available()
-    if reason:
-        raise RuntimeError(reason)
     log = None if args.quiet else (lambda s: print(s, file=sys.stderr, flush=True))
     rows = calibrate(args.chip, log)
+    if all(r.get("skipped") for r in rows):
+        reasons = "; ".join(sorted({r["skipped"] for r in rows}))
+        raise RuntimeError(f"no calibration point could be estimated: {reasons}")
+    try:
+        refit = fit_assumptions(rows, args.chip)
+    except ValueError as e:
+        refit = {"error": str(e)}
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"chip": args.chip, "calibration": rows}, f, indent=1, default=str)
+            json.dump({"chip": args.chip, "calibration": rows, "refit": refit}, f, indent=1, default=str)
     text = calibration_markdown(rows, args.chip)
+    if "error" not in refit:
+        text += "- refit on these points: " + ", ".join(
+            f"{k} {v * 1e6:.3g} us" if k.endswith("_S") else f"{k} {v:.3g}" for k, v in refit.items()) + "\n"
     if args.markdown:
         with open(args.markdown, "w") as f:
             f.write(text)

@@ -35,8 +35,11 @@ __all__ = ["VERSION", "STAGES", "available", "capture_stage", "stage_shape"]
 VERSION = "0.18.0rc1"
 """The vllm-ascend release whose kernels MegaGDN timed."""
 
-STAGES = ("cumsum", "kkt", "solve_tril", "wy_fast", "chunk_h", "chunk_o")
-"""The GDN forward stages, in MegaGDN's names."""
+STAGES = ("cumsum", "kkt", "solve_tril", "wy_fast", "chunk_h", "chunk_o", "forward")
+"""The GDN forward stages, in MegaGDN's names, and ``forward``: the six in a row as vllm-ascend's
+``chunk_gated_delta_rule_fwd`` chains them (no prebuilt index tensors), then the output read back
+as float32 after a device synchronisation, as MegaGDN's pipeline benchmark
+(``benchmarks/kernel/bench_pto_pipeline_latency.py``, ``tests/test_gdn_e2e.py``) times it."""
 
 
 def available() -> str | None:
@@ -152,7 +155,34 @@ def _prepare(stage: str, s: dict):
         NT = N * -(-L // BT)
         return chunk_fwd_o, dict(q=e(1, T, Hg, D), k=e(1, T, Hg, D), v=e(1, T, H, D), h=e(1, NT, H, D, D),
                                  g=e(1, T, H, dtype=f32), scale=D ** -0.5, cu_seqlens=cu, chunk_size=BT)
+    if stage == "forward":
+        f16 = torch.float16
+        return _forward, dict(q=e(1, T, Hg, D, dtype=f16), k=e(1, T, Hg, D, dtype=f16), v=e(1, T, H, D, dtype=f16),
+                              g=e(1, T, H, dtype=f32), beta=e(1, T, H, dtype=f16), scale=D ** -0.5, cu_seqlens=cu)
     raise ValueError(f"stage must be one of {', '.join(STAGES)}, got {stage!r}")
+
+
+def _forward(q, k, v, g, beta, scale, cu_seqlens):
+    """The GDN forward as vllm-ascend 0.18.0rc1 chains its stages (chunk 64, no initial state, no
+    final state, every index tensor built inside the stage calls), then a device synchronisation
+    and the output as float32 (what MegaGDN's pipeline benchmark times)."""
+    import torch
+    from vllm_ascend.ops.triton.fla.chunk_delta_h import chunk_gated_delta_rule_fwd_h
+    from vllm_ascend.ops.triton.fla.chunk_o import chunk_fwd_o
+    from vllm_ascend.ops.triton.fla.chunk_scaled_dot_kkt import chunk_scaled_dot_kkt_fwd
+    from vllm_ascend.ops.triton.fla.cumsum import chunk_local_cumsum
+    from vllm_ascend.ops.triton.fla.solve_tril import solve_tril
+    from vllm_ascend.ops.triton.fla.wy_fast import recompute_w_u_fwd
+
+    g = chunk_local_cumsum(g, chunk_size=64, cu_seqlens=cu_seqlens)
+    A = chunk_scaled_dot_kkt_fwd(k=k, beta=beta, g_cumsum=g, cu_seqlens=cu_seqlens, output_dtype=torch.float32)
+    A = solve_tril(A=A, cu_seqlens=cu_seqlens, output_dtype=k.dtype)
+    w, u = recompute_w_u_fwd(k=k, v=v, beta=beta, A=A, g_cumsum=g, cu_seqlens=cu_seqlens)
+    h, v_new, _ = chunk_gated_delta_rule_fwd_h(k=k, w=w, u=u, g=g, initial_state=None, output_final_state=False,
+                                               cu_seqlens=cu_seqlens)
+    o = chunk_fwd_o(q=q, k=k, v=v_new, h=h, g=g, scale=scale, cu_seqlens=cu_seqlens)
+    torch.npu.synchronize()
+    return o.float()
 
 
 def capture_stage(stage: str, shape: dict, chip, host=None) -> list:
