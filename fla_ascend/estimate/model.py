@@ -109,11 +109,11 @@ def anchor_shapes(op: str, small: bool = False) -> list[tuple[str, dict]]:
     return out + ([("small", dict(spec.ci_shape))] if small else [])
 
 
-def _run(op: str, side: str, shape: dict, mark, host=None) -> None:
+def _run(op: str, side: str, shape: dict, mark, host=None, backward: bool = True) -> None:
     """Call ``op`` (ours or flash-linear-attention's) at ``shape`` with bf16 zero inputs and the spec's
     estimate arguments, ``mark("bwd")``, then its backward where it has one. ``host``: a
     :class:`HostWork` that counts the framework ops of the call and of its backward (not of building
-    the inputs or the loss)."""
+    the inputs or the loss). ``backward=False``: the forward only (inference)."""
     import torch
 
     from fla_ascend.ops import catalog
@@ -123,7 +123,7 @@ def _run(op: str, side: str, shape: dict, mark, host=None) -> None:
     optional = {i.name for i in spec.inputs if i.optional}
     with_inputs = tuple(k for k, v in spec.estimate_kwargs.items() if k in optional and v is True)
     extra = {k: v for k, v in spec.estimate_kwargs.items() if k not in optional}
-    backward = "fwdbwd" in spec.modes
+    backward = backward and "fwdbwd" in spec.modes
     inputs = build_inputs(spec, shape, torch.bfloat16, "cpu", fill="zeros", optional=with_inputs, grad=backward)
     rec = (lambda: record_host(host)) if host is not None else contextlib.nullcontext
     with rec():
@@ -618,9 +618,10 @@ class OpEstimate:
                 "launches": [x.to_dict() for x in self.kept()], "host": dict(self.host)}
 
 
-def capture_op(op: str, shape: dict, chip: ChipSpec, side: str = "ours", host=None) -> list:
+def capture_op(op: str, shape: dict, chip: ChipSpec, side: str = "ours", host=None, backward: bool = True) -> list:
     """Run ``op`` (forward and backward) at ``shape`` under capture; returns ``[(direction, Launch)]``.
-    ``host``: a :class:`HostWork` that counts the call's framework ops besides its kernels.
+    ``host``: a :class:`HostWork` that counts the call's framework ops besides its kernels;
+    ``backward=False``: the forward only.
 
     Raises:
         ValueError: unknown op or side.
@@ -637,7 +638,7 @@ def capture_op(op: str, shape: dict, chip: ChipSpec, side: str = "ours", host=No
     with ctx, capture(chip) as launches:
         _LIST[0] = launches
         try:
-            _run(op, side, shape, lambda d: marks.append(len(launches)), host)
+            _run(op, side, shape, lambda d: marks.append(len(launches)), host, backward)
         finally:
             _LIST[0] = None
     for la in launches:
@@ -650,18 +651,18 @@ def capture_op(op: str, shape: dict, chip: ChipSpec, side: str = "ours", host=No
 
 
 def estimate_op(op: str, shape_name: str, chip: ChipSpec | str = "Ascend910B2", side: str = "ours",
-                shape: dict | None = None, log=None) -> OpEstimate:
+                shape: dict | None = None, log=None, backward: bool = True) -> OpEstimate:
     """Estimate every launch of ``op`` at its anchor ``shape_name`` (:func:`anchor_shapes`; or at
     ``shape``, then ``shape_name`` is only its label) for ``side``.
 
     A launch that fails to lower or compile is kept with its message; an op whose launcher fails is
-    returned with ``error`` set."""
+    returned with ``error`` set. ``backward=False``: the forward only (inference shapes)."""
     chip = get_chip(chip)
     shape = shape or dict(anchor_shapes(op, small=True))[shape_name]
     out = OpEstimate(op, shape_name, side, chip.name)
     host = HostWork()
     try:
-        launches = capture_op(op, shape, chip, side, host)
+        launches = capture_op(op, shape, chip, side, host, backward)
     except Exception as e:  # noqa: BLE001 - the launcher itself failed: report it
         out.error = f"{type(e).__name__}: {str(e)[:400]}"
         return out
