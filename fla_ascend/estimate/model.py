@@ -234,17 +234,24 @@ calibration estimates flash-linear-attention as of its measurements, which preda
 
 
 def _alias_fla_modules() -> None:
+    """Alias each module of :data:`_FLA_MOVED` that the importable flash-linear-attention lacks (looked
+    up on disk, importing nothing) to its old place. Call it once its NPU backends are selected: an
+    import decides them."""
     import importlib
     import importlib.util
     import sys
 
+    spec = importlib.util.find_spec("fla")
+    roots = list(spec.submodule_search_locations or []) if spec else []
     for new, old in _FLA_MOVED.items():
-        if new not in sys.modules and importlib.util.find_spec(new.rsplit(".", 1)[0]) is not None:
-            try:
-                if importlib.util.find_spec(new) is None and importlib.util.find_spec(old) is not None:
-                    sys.modules[new] = importlib.import_module(old)
-            except ModuleNotFoundError:
-                pass
+        rel = os.path.join(*new.split(".")[1:])
+        if new in sys.modules or not roots or any(os.path.exists(os.path.join(r, rel + ".py"))
+                                                  or os.path.isdir(os.path.join(r, rel)) for r in roots):
+            continue
+        try:
+            sys.modules[new] = importlib.import_module(old)
+        except ModuleNotFoundError:
+            pass
 
 
 @contextlib.contextmanager
@@ -260,10 +267,10 @@ def _fla_npu(chip: ChipSpec):
             from fla import backends as fb
         except ImportError:  # before 0.6.0 the registry sat under fla.ops
             from fla.ops import backends as fb
-        _alias_fla_modules()
 
         fu.IS_NPU = True
         drv.npu = True  # from now on fla's get_multiprocessor_count finds the chip's vector cores
+        _alias_fla_modules()
         orig_verify = fb.BaseBackend.verify
         fb.BaseBackend.verify = lambda self, fn, *a, **k: (True, None)
         try:
