@@ -419,8 +419,7 @@ def calibration_markdown(rows: list, chip: str) -> str:
 
 def _calibration(args) -> int:
     from fla_ascend.compiler.lower import require_compiler
-    from fla_ascend.estimate.calibration import fit_assumptions
-    from fla_ascend.estimate.model import calibrate
+    from fla_ascend.estimate.calibration import calibrate, fit_assumptions
 
     require_compiler("estimate")
     log = None if args.quiet else (lambda s: print(s, file=sys.stderr, flush=True))

@@ -50,9 +50,8 @@ from dataclasses import asdict, dataclass, field
 from fla_ascend.compiler import planeval
 from fla_ascend.tiling.chips import ChipSpec, get_chip
 
-__all__ = ["ASSUMPTIONS", "anchor_shapes", "estimated_ops", "CALIBRATION", "LaunchEstimate", "OpEstimate", "Measured",
-           "HostWork", "estimate_launch", "estimate_op", "time_bound", "host_us", "fla_available", "calibrate",
-           "npu_standin", "record_host"]
+__all__ = ["ASSUMPTIONS", "anchor_shapes", "estimated_ops", "LaunchEstimate", "OpEstimate", "HostWork",
+           "estimate_launch", "estimate_op", "time_bound", "host_us", "fla_available", "npu_standin", "record_host"]
 
 ASSUMPTIONS = {
     "SYNC_S": (0.85e-6, "seconds per cross-core wait (Cube<->Vector hand-off through FFTS, with the latency of the "
@@ -681,7 +680,3 @@ def estimate_op(op: str, shape_name: str, chip: ChipSpec | str = "Ascend910B2", 
                 f"{f'{est.time_us:.1f} us ({est.bound})' if est.ok else est.error[:120]}")
         out.launches.append(est)
     return out
-
-
-# the calibration lives in its own module; its names stay importable from here
-from fla_ascend.estimate.calibration import CALIBRATION, Measured, calibrate  # noqa: E402
