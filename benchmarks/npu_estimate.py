@@ -5,7 +5,10 @@ Runs ``fla-ascend estimate`` once per op (and ``calibration``) with the triton-a
 and writes, under ``--out``: ``<op>.json|md|png``, ``calibration.json|md`` and ``summary.md``.
 Needs triton-ascend 3.2.0, ascendnpu-ir (bishengir-compile) and flash-linear-attention importable
 (``pip download --no-deps fla-core==0.6.0`` and unpack it on ``PYTHONPATH``; never a runtime
-dependency). Compiles are cached (``$FLA_ASCEND_COMPILE_CACHE``); a cold run takes about an hour of
+dependency). The calibration's rows match what was measured with flash-linear-attention as of its
+notes (its main branch at the merge of flash-linear-attention PR 1126) and vllm-ascend 0.18.0rc1's
+unpacked wheel on ``PYTHONPATH`` (docs/estimate.md, Calibration); rows whose project is missing are
+listed as not run. Compiles are cached (``$FLA_ASCEND_COMPILE_CACHE``); a cold run takes about an hour of
 CPU on a 2-core machine, mostly flash-linear-attention's kernels at T = 32768.
 
     .venv-ascend/bin/python benchmarks/npu_estimate.py [--out DIR] [--chip Ascend910B2] [--summary-only]

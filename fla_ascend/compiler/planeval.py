@@ -53,7 +53,9 @@ class Counts:
     ``scalar_loop_iters`` iterations of loops with no vector or DMA call inside (scalar code such as
     a gather or an integer compare fallback), ``scalar_gm`` scalar loads/stores on GM;
     ``syncs`` cross-core waits (``sync_block_wait``), ``sync_sets`` their signals,
-    ``flags`` intra-core pipe waits and barriers; ``calls`` by library function (instances x trips).
+    ``flags`` intra-core pipe waits and barriers; ``mmas`` Cube matmul calls (``mma_tile_*``),
+    ``dmas`` DMA calls (GM <-> UB/L1 moves and fixpipe stores); ``calls`` by library function
+    (instances x trips).
     """
 
     mte2_bytes: float = 0.0
@@ -69,11 +71,13 @@ class Counts:
     syncs: float = 0.0
     sync_sets: float = 0.0
     flags: float = 0.0
+    mmas: float = 0.0
+    dmas: float = 0.0
     calls: dict = field(default_factory=dict)
     unresolved: list = field(default_factory=list)
 
     _SCALARS = ("mte2_bytes", "mte3_bytes", "ws_bytes", "vector_bytes", "vector_slow_bytes", "vector_instrs",
-                "scalar_ops", "scalar_loop_iters", "scalar_gm", "syncs", "sync_sets", "flags")
+                "scalar_ops", "scalar_loop_iters", "scalar_gm", "syncs", "sync_sets", "flags", "mmas", "dmas")
 
     def add(self, other: Counts, scale: float = 1.0) -> None:
         """``self += scale * other`` (unresolved notes are merged, not scaled)."""
@@ -288,6 +292,9 @@ class Mem:
     dtype: str
     space: str
     ws: bool = False  # derived from the kernel's workspace argument (Cube<->Vector hand-off buffer)
+    data: object = None   # known contents of the kernel argument it views (a flat sequence), or None
+    off: object = None    # element offset of this view into ``data`` (int), when known
+    strides: object = None  # element strides of this view (list of ints), when known
 
     @property
     def numel(self):
@@ -450,6 +457,22 @@ class _Walker:
     def _ints(self, names):
         return [self.val(n) for n in names]
 
+    def _int_or_val(self, x: str):
+        return int(x) if re.fullmatch(r"-?\d+", x) else self.val(x)
+
+    def _known_load(self, mem, idx: list):
+        """The value a scalar load reads when the launch gave the memory's contents (``evaluate``'s
+        ``memory``) and the address resolves; else ``None``."""
+        if not isinstance(mem, Mem) or mem.data is None or not isinstance(mem.off, int):
+            return None
+        vals = [self.val(i) for i in idx]
+        strides = mem.strides or [1] * len(vals)
+        if any(not isinstance(v, int) for v in vals) or len(strides) != len(vals) or \
+                any(not isinstance(x, int) for x in strides):
+            return None
+        flat = mem.off + sum(v * st for v, st in zip(vals, strides))
+        return mem.data[flat] if 0 <= flat < len(mem.data) else None
+
     def _map_apply(self, op: Op):
         t = op.text
         m = re.search(r"(#map\d*)", t)
@@ -562,6 +585,12 @@ class _Walker:
                 dst = Mem([int(x) if re.fullmatch(r"-?\d+", x.strip()) else self.val(x.strip())
                            for x in m.group(1).split(",") if x.strip()], dst.dtype, dst.space)
             self._inherit(dst, ops_)
+            src = self.val(ops_[0]) if ops_ else None
+            if dst is not None and isinstance(src, Mem) and src.data is not None:
+                mo, ms = re.search(r"offset:\s*\[([^\]]*)\]", t), re.search(r"strides:\s*\[([^\]]*)\]", t)
+                ints = [self._int_or_val(x.strip()) for x in (mo.group(1).split(",") if mo else [])]
+                dst.data, dst.off = src.data, (ints[0] if len(ints) == 1 else None)
+                dst.strides = [self._int_or_val(x.strip()) for x in ms.group(1).split(",") if x.strip()] if ms else None
             env[r] = dst
         elif n in ("memref.collapse_shape", "memref.expand_shape"):
             src = self.val(ops_[0])
@@ -580,7 +609,7 @@ class _Walker:
                 else:
                     c.mte3_bytes += mem.esize
             if r:
-                env[r] = None
+                env[r] = self._known_load(mem, ops_[1:]) if n == "memref.load" else None
         elif n == "func.call":
             self.call(op, ops_, c)
         elif r:
@@ -593,6 +622,7 @@ class _Walker:
         args = [self.val(a) for a in ops_]
         mems = [a for a in args if isinstance(a, Mem)]
         if callee.startswith("mma_tile"):
+            c.mmas += 1
             m = re.match(r"mma_tile_(\w+?)_to_", callee)
             dt = _NAME_DTYPE.get(m.group(1), m.group(1)) if m else "?"
             scal = [a for a in args if not isinstance(a, Mem)]
@@ -620,10 +650,12 @@ class _Walker:
             return float(x.numel * x.esize)
 
         if first.space == "gm" and any(s != "gm" for s in spaces[1:]):
+            c.dmas += 1
             b = nbytes(first)
             c.mte2_bytes += b
             c.ws_bytes += b if first.ws else 0.0
         elif first.space != "gm" and "gm" in spaces[1:]:
+            c.dmas += 1
             dst = next(x for x in mems[1:] if x.space == "gm")
             b = nbytes(dst) if callee.startswith("fixpipe") else nbytes(first)
             c.mte3_bytes += b
@@ -719,7 +751,8 @@ def _has_call(ops: list) -> bool:
     return False
 
 
-def evaluate(module: Module, fn: Function, scalars: list, grid: tuple, block: int, sub_block: int = 0) -> Counts:
+def evaluate(module: Module, fn: Function, scalars: list, grid: tuple, block: int, sub_block: int = 0,
+             memory: dict | None = None) -> Counts:
     """Counts of ``fn`` for one block (and Vector sub-block) of a launch.
 
     Args:
@@ -730,6 +763,11 @@ def evaluate(module: Module, fn: Function, scalars: list, grid: tuple, block: in
         grid: the launch grid (1 to 3 sizes).
         block: the block index (``get_block_idx``), ``0 <= block < prod(grid)``.
         sub_block: the Vector sub-block (0 or 1) of a MIX kernel's AIV function.
+        memory: ``{argument position: flat sequence of values}``: contents of small integer tensors
+            of the launch (``cu_seqlens``, chunk indices), positions counted as in ``scalars``. A
+            scalar load from one of them (``memref.load`` through a ``reinterpret_cast`` of the
+            argument) then takes its value, so that the sequence bounds of a varlen kernel resolve.
+            ``None``: every load from memory is unknown, as before.
 
     Raises:
         ValueError: ``scalars`` and the function's arguments do not match in number.
@@ -740,8 +778,10 @@ def evaluate(module: Module, fn: Function, scalars: list, grid: tuple, block: in
         raise ValueError(f"{fn.name} takes {len(kargs)} launch arguments (kernel arguments + 3 grid sizes), "
                          f"got {len(scalars)} + 3")
     env = {}
-    for (name, typ, _a), v in zip(kargs, list(scalars) + g):
-        env[name] = (Mem([None], _parse_memref(typ)[1], "gm") if typ.startswith("memref") else v)
+    memory = memory or {}
+    for i, ((name, typ, _a), v) in enumerate(zip(kargs, list(scalars) + g)):
+        env[name] = (Mem([None], _parse_memref(typ)[1], "gm", data=memory.get(i), off=0 if i in memory else None)
+                     if typ.startswith("memref") else v)
     for name, _typ, attrs in fn.args:
         if "arg_type<workspace>" in attrs:
             env[name] = Mem([None], "i8", "gm", ws=True)

@@ -1,5 +1,8 @@
 """Static NPU time estimates per kernel launch from the compiled plan (``fla-ascend estimate``):
-the model (:mod:`.model`) and the command with its reports (:mod:`.cli`). See docs/estimate.md.
+the model (:mod:`.model`), the command with its reports (:mod:`.cli`), the calibration against public
+hardware timings (:mod:`.calibration`, with vllm-ascend's stages captured by :mod:`.vllm_ascend`) and
+the published timings of the fastest Ascend code shown beside the estimates (:mod:`.published`). See
+docs/estimate.md.
 
 Part of the workbench: its reports need rich and matplotlib, from the ``lab`` extra (the
 ``npu-check`` extra brings them too, with the Ascend compiler); without them importing this

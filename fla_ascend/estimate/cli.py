@@ -72,6 +72,62 @@ def side_by_side(ours: dict, theirs: dict | None) -> list:
     return rows
 
 
+def published_rows(op: str, sizes: dict, rows: list) -> list:
+    """The published timings of the fastest Ascend code known (:mod:`fla_ascend.estimate.published`)
+    measured for ``op`` at ``sizes``, each beside our estimate of the same part (``rows``: this case's
+    :func:`side_by_side` rows): ``{code, part, role, published_us, scope, dtype, chip, date, source,
+    note, ours_stage, ours_us, ours_over_published}``. Parts that are pieces of one of our stages
+    (MegaGDN's kkt, solve_tril and wy_fast are our one WY stage) are compared as their sum, in an extra
+    row after them."""
+    from fla_ascend.estimate.published import at_shape
+
+    ours = {r["stage"]: r.get("ours_us") for r in rows}
+    entries = at_shape(op, sizes)
+    out = []
+
+    def our(pattern):
+        hit = [st for st in ours if re.fullmatch(pattern, st) or (pattern != "total fwd" and re.match(pattern, st))]
+        return (hit[0], ours[hit[0]]) if hit else (None, None)
+
+    groups: dict = {}
+    for e in entries:
+        groups.setdefault((e.code, e.ours), []).append(e)
+    for e in entries:
+        stage, us = our(e.ours)
+        shared = len(groups[(e.code, e.ours)]) > 1
+        out.append({"code": e.code, "part": e.part, "role": e.role, "published_us": e.value, "scope": e.scope,
+                    "dtype": e.dtype, "chip": e.chip, "date": e.date, "source": e.source, "note": e.note,
+                    "packed": list(e.packed) if e.packed else None, "ours_stage": stage,
+                    "ours_us": None if shared else us,
+                    "ours_over_published": (us / e.value) if us and not shared else None})
+        group = groups[(e.code, e.ours)]
+        if shared and e is group[-1]:
+            total = sum(x.value for x in group)
+            out.append({"code": e.code, "part": " + ".join(x.part for x in group), "role": e.role,
+                        "published_us": total, "scope": e.scope, "dtype": e.dtype, "chip": e.chip, "date": e.date,
+                        "source": e.source, "note": "sum of the published parts above", "packed": out[-1]["packed"],
+                        "ours_stage": stage, "ours_us": us, "ours_over_published": (us / total) if us else None})
+    return out
+
+
+def _published_lines(case: dict) -> list:
+    pub = case.get("published") or []
+    if not pub:
+        return []
+    lines = ["Published measurements at this shape (hardware timings by others, not estimates; ours is the "
+             "estimate above):", "",
+             "| code | part | published us | scope | chip | dtype | date | ours (estimated) us | ours / published | "
+             "source and conditions |", "|---|---|---|---|---|---|---|---|---|---|"]
+    for p in pub:
+        ours = f"{p['ours_us']:.0f} ({p['ours_stage']})" if p.get("ours_us") else (
+            f"in {p['ours_stage']}" if p.get("ours_stage") else "-")
+        packed = f"; packed {p['packed'][0]} x {p['packed'][1]}" if p.get("packed") else ""
+        lines.append(f"| {p['code']}{' (baseline)' if p['role'] == 'baseline' else ''} | {p['part']} | "
+                     f"{p['published_us']:.0f} | {p['scope']} | {p['chip']} | {p['dtype']} | {p['date']} | {ours} | "
+                     f"{_fmt(p['ours_over_published'], 2)} | [source]({p['source']}): {p['note']}{packed} |")
+    return lines + [""]
+
+
 def _fmt(x, nd=1):
     return "-" if x is None else f"{x:.{nd}f}"
 
@@ -95,6 +151,7 @@ def markdown(report: dict) -> str:
                          f"| {_fmt(r['fla_us'])} | {r['fla_bound']} | {_fmt(r.get('fla_syncs'), 0)} "
                          f"| {_fmt(r['ratio'], 2)} |" + (f" not compiled: {fails}" if fails else ""))
         lines.append("")
+        lines += _published_lines(case)
         for side in ("ours", "fla"):
             est = case.get(side)
             if not est:
@@ -157,6 +214,15 @@ def print_rich(report: dict) -> None:
             t.add_row(r["stage"], _fmt(r["ours_us"]), r["ours_bound"], _fmt(r["fla_us"]), r["fla_bound"],
                       _fmt(r["ratio"], 2))
         con.print(t)
+        if case.get("published"):
+            pt = Table(title=f"published measurements at {case['shape']} (hardware timings by others, not estimates)")
+            for c in ("code", "part", "published us", "scope", "chip", "ours us (est.)", "ours/published"):
+                pt.add_column(c, justify="right" if "us" in c or "/" in c else "left")
+            for p in case["published"]:
+                pt.add_row(p["code"] + (" (baseline)" if p["role"] == "baseline" else ""), p["part"],
+                           f"{p['published_us']:.0f}", p["scope"], p["chip"],
+                           _fmt(p["ours_us"], 0), _fmt(p["ours_over_published"], 2))
+            con.print(pt)
         for side in ("ours", "fla"):
             est = case.get(side) or {}
             if est.get("error"):
@@ -207,13 +273,18 @@ def plot_png(report: dict, path: str) -> None:
 
 def _parse_shape(op: str, text: str) -> list:
     """``--shape``: ``anchors`` (the op's named shapes), ``all`` (and its CI shape ``small``),
-    ``small``, a named shape or shape key as ``fla-ascend bench --shapes`` takes them, or
-    ``KEY=VALUE,...`` over the op's first anchor."""
+    ``small``, ``published`` (the shapes of :mod:`fla_ascend.estimate.published`), a named shape or
+    shape key as ``fla-ascend bench --shapes`` takes them, or ``KEY=VALUE,...`` over the op's first
+    anchor."""
     from fla_ascend.bench.cases import parse_shapes, shape_key
     from fla_ascend.estimate.model import anchor_shapes
     from fla_ascend.ops import catalog
 
     spec = catalog.get(op)
+    if text == "published":
+        from fla_ascend.estimate.published import shapes_for
+
+        return [(name, spec.complete_shape(shape)) for name, shape in shapes_for(op)]
     if text in ("anchors", "all", "small"):
         shapes = anchor_shapes(op, small=True)
         return [s for s in shapes if (s[0] == "small") == (text == "small") or text == "all"]
@@ -240,10 +311,13 @@ def build_parser(p: argparse.ArgumentParser | None = None) -> argparse.ArgumentP
     p = p or argparse.ArgumentParser(prog="fla-ascend estimate")
     # the op names come from the catalogue, which needs torch: checked in the worker (collect)
     p.add_argument("op", help="op to estimate (forward and backward launches; a benchmarked op of the catalogue, "
-                              "e.g. chunk_gated_delta_rule), 'all', or 'calibration': the public hardware "
-                              "measurements of flash-linear-attention's NPU kernels and the estimate's error")
+                              "e.g. chunk_gated_delta_rule), 'all', or 'calibration': public hardware timings "
+                              "(flash-linear-attention's and vllm-ascend's NPU kernels, when importable) and the "
+                              "estimate's error")
     p.add_argument("--shape", default="anchors",
-                   help="'anchors' (default: the op's named shapes), 'all' (and 'small', its CI shape), a "
+                   help="'anchors' (default: the op's named shapes), 'all' (and 'small', its CI shape), "
+                        "'published' (the shapes of the published timings of fastest Ascend code, shown beside "
+                        "the estimate), a "
                         "named shape or shape key as fla-ascend bench --shapes takes them (qwen3next, "
                         "B1-T4096-H16-HV32-K128-V128), or KEY=VALUE,... over the first anchor (e.g. T=8192)")
     p.add_argument("--chip", default="Ascend910B2", help="Ascend SoC (default Ascend910B2)")
@@ -268,6 +342,12 @@ def collect(args) -> dict:
     if args.op != "all" and args.op not in estimated_ops():
         raise ValueError(f"op must be one of {', '.join(estimated_ops())}, 'all' or 'calibration', got {args.op!r}")
     ops = estimated_ops() if args.op == "all" else [args.op]
+    if args.shape == "published":
+        from fla_ascend.estimate.published import shapes_for
+
+        ops = [op for op in ops if shapes_for(op)]
+        if not ops:
+            raise ValueError(f"--shape published: no published timings for {args.op}")
     fla_reason = fla_available() if args.against == "fla" else None
     if args.against == "fla" and fla_reason:
         raise RuntimeError(fla_reason)
@@ -276,14 +356,18 @@ def collect(args) -> dict:
     for op in ops:
         for name, shape in _parse_shape(op, args.shape):
             t0 = time.perf_counter()
-            ours = estimate_op(op, name, chip, "ours", shape, log).to_dict()
+            fwd_only = args.shape == "published"  # published timings are of inference (forward) calls
+            ours = estimate_op(op, name, chip, "ours", shape, log, backward=not fwd_only).to_dict()
             if (ours.get("error") or "").startswith("ValueError"):  # the op refused the shape: a usage error
                 raise ValueError(f"{op} --shape {name}: {ours['error'].removeprefix('ValueError: ')}")
-            theirs = estimate_op(op, name, chip, "fla", shape, log).to_dict() if args.against == "fla" else None
+            theirs = (estimate_op(op, name, chip, "fla", shape, log, backward=not fwd_only).to_dict()
+                      if args.against == "fla" else None)
             cmd = (f"fla-ascend estimate {op} --shape {name} --chip {chip.name}"
                    + (" --against fla" if args.against else ""))
+            rows = side_by_side(ours, theirs)
             cases.append({"op": op, "shape": name, "sizes": shape, "command": cmd, "ours": ours, "fla": theirs,
-                          "rows": side_by_side(ours, theirs), "seconds": time.perf_counter() - t0})
+                          "rows": rows, "published": published_rows(op, shape, rows),
+                          "seconds": time.perf_counter() - t0})
     from fla_ascend.estimate.model import ASSUMPTIONS
 
     return {"chip": chip.name, "date": time.strftime("%Y-%m-%d"), "cases": cases,
@@ -293,33 +377,67 @@ def collect(args) -> dict:
             "assumptions": {k: {"value": v[0], "what": v[1]} for k, v in ASSUMPTIONS.items()}}
 
 
+def _host_text(r) -> str:
+    if r.get("host_us") is None:
+        return _fmt(r["estimated_us"])
+    return f"{r['estimated_us']:.1f} ({r['kernel_us']:.1f} + {r['host_us']:.1f})"
+
+
+def _source_label(url: str) -> str:
+    if "megagdn" in url:
+        return f"[MegaGDN {url.rsplit('/', 1)[-1]}]({url})"
+    return f"[flash-linear-attention {url.rsplit('/', 1)[-1]}]({url})"
+
+
 def calibration_markdown(rows: list, chip: str) -> str:
-    lines = ["| measurement | measured us | estimated us | estimate / measured | bounds (us) | source |",
-             "|---|---|---|---|---|---|"]
+    """The calibration rows of :func:`fla_ascend.estimate.calibration.calibrate` as a Markdown table
+    (estimated on ``chip``), then the error band per scope and of the held-out points."""
+    from fla_ascend.estimate.calibration import error_band
+
+    lines = [f"Estimated for {chip}. Estimated us of an op-level point: total (kernels + host-side costs).", "",
+             "| point | source | chip | scope | dtype | measured us | estimated us | estimate / measured | "
+             "bounds (us) | fitted on it |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
-        est = (_fmt(r["estimated_us"]) if r["estimated_us"] is not None
-               else "not compiled: " + "; ".join(r["failed"])[:200])
-        lines.append(f"| {r['name']} | {r['measured_us']:.0f} | {est} | {_fmt(r['ratio'], 2)} | "
-                     f"{', '.join(f'{k} {v}' for k, v in r['bounds'].items())} | "
-                     f"[{r['chip']} case notes]({r['source']}): "
-                     f"{r['note']} |")
+        if r.get("skipped"):
+            est = "not run: " + r["skipped"][:160]
+        elif r["estimated_us"] is None:
+            est = "not compiled: " + "; ".join(r["failed"])[:200]
+        else:
+            est = _host_text(r)
+        fits = ", ".join(r["fits"]) if r["fits"] else "held out"
+        lines.append(f"| {r['name']} | {_source_label(r['source'])} | {r['chip']} | {r['scope']} | {r['dtype']} "
+                     f"| {r['measured_us']:.0f} | {est} | {_fmt(r['ratio'], 2)} | "
+                     f"{', '.join(f'{k} {v}' for k, v in r['bounds'].items())} | {fits} |")
+    band = error_band(rows)
+    if band:
+        lines.append("")
+        for label, (lo, hi, n) in band.items():
+            lines.append(f"- {label}: estimate / measured {lo:.2f} to {hi:.2f} ({n} points)")
     return "\n".join(lines) + "\n"
 
 
 def _calibration(args) -> int:
     from fla_ascend.compiler.lower import require_compiler
-    from fla_ascend.estimate.model import calibrate, fla_available
+    from fla_ascend.estimate.calibration import calibrate, fit_assumptions
 
     require_compiler("estimate")
-    reason = fla_available()
-    if reason:
-        raise RuntimeError(reason)
     log = None if args.quiet else (lambda s: print(s, file=sys.stderr, flush=True))
     rows = calibrate(args.chip, log)
+    if all(r.get("skipped") for r in rows):
+        reasons = "; ".join(sorted({r["skipped"] for r in rows}))
+        raise RuntimeError(f"no calibration point could be estimated: {reasons}")
+    try:
+        refit = fit_assumptions(rows, args.chip)
+    except ValueError as e:
+        refit = {"error": str(e)}
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"chip": args.chip, "calibration": rows}, f, indent=1, default=str)
+            json.dump({"chip": args.chip, "calibration": rows, "refit": refit}, f, indent=1, default=str)
     text = calibration_markdown(rows, args.chip)
+    if "error" not in refit:
+        text += "- refit on these points: " + ", ".join(
+            f"{k} {v * 1e6:.3g} us" if k.endswith("_S") else f"{k} {v:.3g}" for k, v in refit.items()) + "\n"
     if args.markdown:
         with open(args.markdown, "w") as f:
             f.write(text)
