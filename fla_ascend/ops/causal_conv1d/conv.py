@@ -73,9 +73,10 @@ NPU_ELEMENTS = MappingProxyType({"plain": 4096, "states": 2048, "states-w1": 102
 final-state gradient, whose windows put the 4096-element plans above 90% of the UB of an A2/A3
 vector core (:data:`.kernels.FWD_TILES`, :data:`.kernels.BWD_TILES`), 1024 for ``W = 1`` with states
 (the backward planned 180352 B, 92%, at ``[32, 64]`` for D 64 and 100). From the compiled plan's
-estimate at B4 T4096 D4096 W4 with SiLU on Ascend910B2 (``fla-ascend estimate causal_conv1d --shape
-conv-b4-t4096``; cases.md, causal_conv1d): the backward 857 us at ``[64, 64]`` against 1024 at
-``[32, 64]``, 983 at ``[64, 32]`` and 893 at ``[32, 128]`` (UB 96%); the forward 578 us at
+estimate at B4 T4096 D4096 W4 with SiLU on Ascend910B2, constants before the calibration
+(``fla-ascend estimate causal_conv1d --shape conv-b4-t4096``; cases.md, causal_conv1d): the
+backward 857 us at ``[64, 64]`` against 1024 at ``[32, 64]``, 983 at ``[64, 32]`` and 893 at
+``[32, 128]`` (UB 96%); the forward 578 us at
 ``[64, 64]`` against 720 at ``[16, 128]`` and 513 at ``[64, 128]`` (UB 93%)."""
 
 
