@@ -5,10 +5,13 @@ chunk's start and ``v'`` the corrected values from the state recurrence.
 """
 from __future__ import annotations
 
+from types import MappingProxyType
+
 import torch
 import triton
 import triton.language as tl
 
+from fla_ascend import backend
 from fla_ascend.ops.common.chunk_index import chunk_bounds
 from fla_ascend.ops.common.tiles import dot_dim, dot_operand, npu_tiles, stage_launch
 from fla_ascend.tiling import task_plan
@@ -24,6 +27,18 @@ FWD_O_TILES = [Tile((6, "BT", "BT"), "fp32", "A, its gating and causal masks", b
     Tile(("BT", 16), "fp32", "g", buffered=False)]
 BWD_DV_LOCAL_TILES = [Tile((10, "BT", "BT"), "fp32", "A^T, its gating and causal masks", buffered=False),
     Tile((2, "BT", 16), "fp32", "g", buffered=False)]
+NPU_DQKWG_TILE = MappingProxyType({"BK": 128, "BV": 32})
+"""NPU ``BK`` (capped at ``dot_dim(K)``) and ``BV`` of :func:`chunk_bwd_dqkwg` at ``chunk_size = 64``,
+chosen by the compiled plan's estimate rather than the UB model (smaller chunks keep the model's
+pick: at ``[128, 32]`` their plans fill 98-99% of UB instead of 73-85%): its cross-core waits are
+about 16 per task of (chunk, value head, K block), so one K block halves them. B1 T4096 H16 HV32,
+Ascend910B2, calibrated constants (``fla-ascend estimate chunk_gated_delta_rule --shape
+qwen3next``, 2026-12-03): 3140 us at
+``BK = 64, BV = 16`` (the UB model's pick before), 1869 / 1577 / 1655 at ``BK = 128`` with ``BV``
+16 / 32 / 64; B8 T2048 H32: 12268 -> 6007 at ``[128, 32]``. bishengir-compile plans 194848-196384 B
+at ``BT = 64`` for every tile tried: it fills the UB whatever the tile, so the UB model
+(:data:`BWD_DQKWG_TILES`, calibrated on the smaller tiles) overstates it there (the check accepts
+that)."""
 BWD_DQKWG_TILES = [Tile((6, "BT", "BT"), "fp32", "dS, S / dSg, gating and masks", buffered=False),
     Tile((5, "BT", "BK"), "fp32", "q, k blocks, dq, dk, dw"), Tile((4, "BK", "BV"), "fp32", "h, dh blocks")]
 
@@ -331,7 +346,10 @@ def chunk_bwd_dqkwg(
     """
     B, T, H, K = q.shape
     HV, V = do.shape[2], do.shape[3]
-    s = npu_tiles(BWD_DQKWG_TILES, chunk_size, q, {"BK": [64], "BV": [64, 32, 16]}) or {"BK": 64, "BV": 64}
+    if backend.device_type() == "npu" and chunk_size == 64:
+        s = dict(NPU_DQKWG_TILE)
+    else:
+        s = npu_tiles(BWD_DQKWG_TILES, chunk_size, q, {"BK": [64], "BV": [64, 32, 16]}) or {"BK": 64, "BV": 64}
     BK = min(s["BK"], dot_dim(K))
     NK = cdiv(K, BK)
     dq = torch.empty(B, T, HV, K, dtype=dq_dtype, device=q.device)

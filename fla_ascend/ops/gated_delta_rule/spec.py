@@ -230,8 +230,10 @@ CHUNK_KERNELS = (
     Kernel(_C + "chunk_h.chunk_bwd_dh_kernel", "cube", chunk_h.BWD_DH_TILES, "state dh", "chunk"),
     Kernel(_C + "chunk_o.chunk_bwd_dv_local_kernel", "cube", chunk_o.BWD_DV_LOCAL_TILES, "dv local", "chunk"),
     Kernel(_C + "chunk_o.chunk_bwd_dqkwg_kernel", "cube", chunk_o.BWD_DQKWG_TILES, "dq dk dw dg", "chunk",
-           allow=(("ub_headroom", "*BT64*", "BT = 64: ~12 [BT, BT] fp32 buffers, 166-195 KB for every BK, BV in "
-                   "{32, 64} (docstring); chunk_size 32 plans 84%"),)),
+           allow=(("ub_headroom", "*BT64*", "BT = 64: ~12 [BT, BT] fp32 buffers, 166-196 KB for every BK, BV "
+                   "(docstring); chunk_size 32 plans 84%"),
+                  ("ub_model_vs_plan", "*BT64*", "BT = 64: the tile is chosen by estimate (chunk_o.NPU_DQKWG_TILE); "
+                   "the compiler fills the UB for every tile, the model (fitted on smaller tiles) overstates it"))),
     Kernel(_C + "gva.gva_group_sum_kernel", "vector", gva.GVA_SUM_TILES, "GVA group sum", "chunk"),
 )
 

@@ -1,0 +1,71 @@
+"""The NPU launch plans, run under the interpreter: with an Ascend910B2 target (its core counts, the
+UB model's and the estimate's tile choices, the conv's 4096-element tiles, the chunk backward's
+whole-K dq/dk/dw/dg tile) the ops' forward and backward are compared with the float32 reference.
+The CPU tiers otherwise run the interpreter's own plans, so an NPU-only tile (a K block of 128, a
+conv tile of 64 rows) would first be exercised on a chip. The NPU's slice ops have no interpreter
+implementation; under an NPU target the interpreter moves rows with the conv's shift-matrix product
+(``kernels._rows_from``) and the rest of the tile logic is the NPU's."""
+import pytest
+import torch
+from helpers import assert_close, make_inputs
+
+from fla_ascend import backend
+from fla_ascend.ops.causal_conv1d import causal_conv1d
+from fla_ascend.ops.causal_conv1d.reference import causal_conv1d_ref
+from fla_ascend.ops.gated_delta_rule import chunk_gated_delta_rule
+from fla_ascend.ops.gated_delta_rule.reference import chunk_gated_delta_rule_ref
+from fla_ascend.tiling.chips import get_chip
+
+
+@pytest.fixture
+def npu_target():
+    if not backend.is_interpreter():
+        pytest.skip("the NPU plans are run under the interpreter here")
+    chip = get_chip("Ascend910B2")
+    return backend.current().replace(device_type="npu", chip=chip, cube_cores=chip.cube_cores,
+                                      vector_cores=chip.vector_cores)
+
+
+def _leaves(inputs: dict) -> dict:
+    return {k: v.detach().clone().requires_grad_(v.requires_grad) if isinstance(v, torch.Tensor) else v
+            for k, v in inputs.items()}
+
+
+@pytest.mark.parametrize("varlen", [None, [0, 50, 50, 128]])
+@pytest.mark.parametrize("K,V", [(128, 128), (64, 100)])
+def test_chunk_gated_delta_rule_npu_plan(K, V, varlen, npu_target):
+    inputs = make_inputs(1, 128, 1, 2, K, V, torch.float32, "cpu", varlen=varlen, requires_grad=True)
+    ref = _leaves(inputs)
+    with backend.use(npu_target):
+        o, ht = chunk_gated_delta_rule(**inputs, output_final_state=True)
+        (o * torch.randn(o.shape, generator=torch.Generator().manual_seed(1))).sum().backward()
+    ro, rht = chunk_gated_delta_rule_ref(**ref, output_final_state=True)
+    (ro * torch.randn(ro.shape, generator=torch.Generator().manual_seed(1))).sum().backward()
+    assert_close("o", ro, o, 1e-5)
+    assert_close("final_state", rht, ht, 1e-5)
+    for name in ("q", "k", "v", "g", "beta", "initial_state"):
+        assert_close(f"d{name}", ref[name].grad, inputs[name].grad, 1e-4)
+
+
+@pytest.mark.parametrize("states", [False, True])
+@pytest.mark.parametrize("W", [1, 4])
+def test_causal_conv1d_npu_plan(W, states, npu_target):
+    gen = torch.Generator().manual_seed(0)
+    B, T, D = 2, 150, 96
+    x = torch.randn(B, T, D, generator=gen, requires_grad=True)
+    w = (torch.randn(D, W, generator=gen) / W).requires_grad_(True)
+    b = torch.randn(D, generator=gen, requires_grad=True)
+    h0 = torch.randn(B, D, W, generator=gen, requires_grad=True) if states else None
+    dy = torch.randn(B, T, D, generator=gen)
+    with backend.use(npu_target):
+        y, ht = causal_conv1d(x, w, b, initial_state=h0, output_final_state=states, activation="silu")
+        loss = (y * dy).sum() + (ht.sum() if states else 0.0)
+        grads = torch.autograd.grad(loss, [t for t in (x, w, b, h0) if t is not None])
+    ry, rht = causal_conv1d_ref(x, w, b, initial_state=h0, output_final_state=states, activation="silu")
+    rloss = (ry * dy).sum() + (rht.sum() if states else 0.0)
+    rgrads = torch.autograd.grad(rloss, [t for t in (x, w, b, h0) if t is not None])
+    assert_close("y", ry, y, 1e-5)
+    if states:
+        assert_close("final_state", rht, ht, 1e-5)
+    for name, rg, g in zip(("dx", "dweight", "dbias", "dh0"), rgrads, grads):
+        assert_close(name, rg, g, 1e-5)
