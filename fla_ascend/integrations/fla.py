@@ -45,6 +45,7 @@ from __future__ import annotations
 import contextlib
 import importlib
 import importlib.metadata
+import importlib.util
 import inspect
 import warnings
 from collections import Counter
@@ -470,12 +471,15 @@ def check_fla() -> str:
     """
     fla = _import_fla("fla")
     version = _fla_version(fla)
-    fb = _import_fla("fla.backends", version)
 
     def differs(what: str) -> RuntimeError:
         return RuntimeError(f"fla_ascend.integrations.fla is written for flash-linear-attention {TESTED_FLA}'s "
                             f"backend registry; the installed fla-core {version} differs: {what}. Install "
                             f"fla-core=={TESTED_FLA}")
+
+    if importlib.util.find_spec("fla.backends") is None:
+        raise differs("it has no fla.backends module (0.5.x keeps a registry of another API in fla.ops.backends)")
+    fb = _import_fla("fla.backends", version)
 
     base = getattr(fb, "BaseBackend", None)
     missing = [n for n in ("BaseBackend", "register", "dispatch") if not callable(getattr(fb, n, None))]

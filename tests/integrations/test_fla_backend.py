@@ -11,6 +11,7 @@ see fla's code run, it replaces the fla kernel or autograd function that code ca
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import inspect
 import logging
 import sys
@@ -300,6 +301,11 @@ def test_a_registry_other_than_0_6_0s_gives_a_clear_error(monkeypatch):
         with pytest.raises(RuntimeError, match=r"fla-core 0\.5\.2 differs: fla\.modules\.norm\.l2norm\.l2norm_fwd "
                                                r"takes \['x', 'eps'\]"):
             ff.enable("l2norm", devices="cpu")
+    with monkeypatch.context() as m:  # 0.5.x: a registry in fla.ops.backends, none in fla.backends
+        find_spec = importlib.util.find_spec
+        m.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "fla.backends" else find_spec(name, *a))
+        with pytest.raises(RuntimeError, match=r"fla-core 0\.5\.2 differs: it has no fla\.backends module"):
+            ff.check_fla()
     with monkeypatch.context() as m:
         m.setattr(fb, "_DISPATCH_DISABLED", True)
         with pytest.raises(RuntimeError, match="FLA_DISABLE_BACKEND_DISPATCH=1"):
