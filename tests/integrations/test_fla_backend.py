@@ -13,8 +13,11 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import inspect
+import json
 import logging
+import subprocess
 import sys
+from pathlib import Path
 from unittest import mock
 
 import pytest
@@ -317,3 +320,49 @@ def test_a_registry_other_than_0_6_0s_gives_a_clear_error(monkeypatch):
     monkeypatch.setitem(sys.modules, "fla", None)
     with pytest.raises(ImportError, match=r"needs flash-linear-attention 0\.6\.0 .*pip install 'fla-core==0\.6\.0'"):
         ff.check_fla()
+
+
+RUNNER = Path(__file__).resolve().parents[2] / "scripts" / "fla_tests_with_backend.py"
+FAKE_GDN = '''
+import pytest
+import torch
+from fla.modules.l2norm import l2norm
+from fla.utils import device
+
+
+def test_routed():
+    x = torch.randn(4, 32, device=device)
+    torch.testing.assert_close(l2norm(x), x / x.norm(dim=-1, keepdim=True))
+
+
+def test_fails():
+    assert 1 == 2, "planted failure"
+
+
+def test_skipped():
+    pytest.skip("planted skip")
+'''
+
+
+@pytest.mark.skipif(backend.triton_flavour() == "triton-ascend" and backend.device_type() == "cpu",
+                    reason="flash-linear-attention 0.6.0 does not import under triton-ascend without an NPU")
+def test_runner_script_summarises_a_run(tmp_path):
+    """scripts/fla_tests_with_backend.py on two stand-in test files: the plugin enables the backend
+    before collection (fla's l2norm reaches fla-ascend, on the CPU with --devices cpu) and the
+    summary has the counts, the failure's first error line, the skip reason and the stats."""
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "test_gdn.py").write_text(FAKE_GDN)
+    (tmp_path / "tests" / "test_conv.py").write_text("def test_ok():\n    pass\n")
+    out = tmp_path / "out" / "summary.md"
+    proc = subprocess.run([sys.executable, str(RUNNER), str(tmp_path), "--devices", "cpu", "--out", str(out),
+                           "--", "-q"], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-3000:]
+    data = json.loads(out.with_suffix(".json").read_text())
+    assert data["finished"] and data["exit_status"] == 1
+    assert data["counts"] == {"passed": 2, "failed": 1, "error": 0, "skipped": 1, "xfailed": 0, "xpassed": 0}
+    (failure,) = data["failures"]
+    assert failure["test"] == "tests/test_gdn.py::test_fails" and "planted failure" in failure["first_line"]
+    assert data["skips"] == [{"reason": "Skipped: planted skip", "count": 1}]
+    assert data["stats"] == {"l2norm_fwd": {"fla_ascend": 1}}
+    text = out.read_text()
+    assert "passed 2, failed 1" in text and "| l2norm_fwd | 1 | - |" in text
