@@ -14,10 +14,13 @@ block-lower rest ``E``, ``I + A = D (I + N)`` with ``N = D^-1 E`` nilpotent of o
 """
 from __future__ import annotations
 
+from types import MappingProxyType
+
 import torch
 import triton
 import triton.language as tl
 
+from fla_ascend import backend
 from fla_ascend.ops.common.chunk_index import chunk_bounds
 from fla_ascend.ops.common.tiles import dot_dim, dot_operand, dot_precision, npu_tiles, stage_launch
 from fla_ascend.tiling import task_plan
@@ -41,6 +44,15 @@ WY_FWD_TILES = [
 WY_BWD_TILES = [Tile((8, "BT", "BT"), "fp32", "Ai, dA and temporaries", buffered=False),
     Tile((6, "BT", "BK"), "fp32", "k, dw, dk blocks", buffered=False),
     Tile(("BT", "BV"), "fp32", "v, du blocks"), Tile((2, "BK", "BV"), "fp32", "products over K and V blocks")]
+NPU_WY_BWD_TILE = MappingProxyType({"BK": 128, "BV": 128})
+"""NPU ``BK``, ``BV`` (each capped at ``dot_dim`` of its head dim) of :func:`chunk_wy_bwd` at
+``chunk_size = 64``, chosen by the compiled plan's estimate rather than the UB model (smaller chunks
+keep the model's pick): its cross-core waits fall with the number of K and V blocks. B1 T4096 H16
+HV32, Ascend910B2, calibrated constants (``fla-ascend estimate chunk_gated_delta_rule --shape
+qwen3next``, 2026-12-03): 2914 us at ``BK = BV = 32`` (the UB model's pick before), 1887 at
+``[64, 64]``, 1474 at ``[128, 32]``, 1327 at ``[128, 64]``, 1254 at ``[128, 128]``. At ``BT = 64``
+bishengir-compile plans 166-197 KB for every one of these: the ``[BT, BT]`` gradients of ``A`` fill
+the UB whatever the tile (the check accepts that)."""
 
 
 @triton.jit
@@ -430,7 +442,10 @@ def chunk_wy_bwd(
     dk = dk_in if dk_dtype == dk_in.dtype else torch.empty_like(dk_in, dtype=dk_dtype)
     dv = torch.empty_like(v)
     dbeta_t = torch.empty_like(beta_t)
-    s = npu_tiles(WY_BWD_TILES, chunk_size, k, {"BK": [64, 32], "BV": [64, 32, 16]})
+    if backend.device_type() == "npu" and chunk_size == 64:
+        s = dict(NPU_WY_BWD_TILE)
+    else:
+        s = npu_tiles(WY_BWD_TILES, chunk_size, k, {"BK": [64, 32], "BV": [64, 32, 16]})
     BK, BV = min((s or {}).get("BK", 64), dot_dim(K)), min((s or {}).get("BV", 64), dot_dim(V))
     if s is None:
         BK, BV = off_npu_slabs(BK, BV)
