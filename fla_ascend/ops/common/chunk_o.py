@@ -15,6 +15,7 @@ from fla_ascend import backend
 from fla_ascend.ops.common.chunk_index import chunk_bounds
 from fla_ascend.ops.common.tiles import dot_dim, dot_operand, npu_tiles, stage_launch
 from fla_ascend.tiling import task_plan
+from fla_ascend.tiling.chips import get_chip
 from fla_ascend.tiling.sizes import cdiv
 from fla_ascend.tiling.ub import Tile
 
@@ -27,6 +28,13 @@ FWD_O_TILES = [Tile((6, "BT", "BT"), "fp32", "A, its gating and causal masks", b
     Tile(("BT", 16), "fp32", "g", buffered=False)]
 BWD_DV_LOCAL_TILES = [Tile((10, "BT", "BT"), "fp32", "A^T, its gating and causal masks", buffered=False),
     Tile((2, "BT", 16), "fp32", "g", buffered=False)]
+NPU_FWD_O_TILE = MappingProxyType({"BK": 64, "BV": 128, "multibuffer": False})
+"""NPU tile of :func:`chunk_fwd_o` at ``chunk_size = 64`` on A2/A3: ``BV = 128`` (one V block per
+task, half the tasks and Cube <-> Vector hand-offs of ``BV = 64``) without the compiler's double
+buffering, which at ``BV = 128`` planned 189440 B (96% of UB); without it 92704 B (47%). B1 T4096
+H16 HV32, Ascend910B2, calibrated constants (``fla-ascend estimate chunk_gated_delta_rule --shape
+qwen3next``, 2026-12-03): 864 us at ``BK = 128, BV = 64`` (the UB model's pick), 480 here. A5
+(whose compiler does not double-buffer by default) and smaller chunks keep the UB model's pick."""
 NPU_DQKWG_TILE = MappingProxyType({"BK": 128, "BV": 32})
 """NPU ``BK`` (capped at ``dot_dim(K)``) and ``BV`` of :func:`chunk_bwd_dqkwg` at ``chunk_size = 64``,
 chosen by the compiled plan's estimate rather than the UB model (smaller chunks keep the model's
@@ -121,7 +129,10 @@ def chunk_fwd_o(
     B, T, H, K = q.shape
     HV, V = v_new.shape[2], v_new.shape[3]
     o = torch.empty(B, T, HV, V, dtype=q.dtype, device=q.device)
-    s = npu_tiles(FWD_O_TILES, chunk_size, q, {"BK": [128, 64, 32], "BV": [128, 64, 32]}) or {"BK": 64, "BV": 128}
+    if backend.device_type() == "npu" and chunk_size == 64 and get_chip().default_multibuffer:
+        s = dict(NPU_FWD_O_TILE)
+    else:
+        s = npu_tiles(FWD_O_TILES, chunk_size, q, {"BK": [128, 64, 32], "BV": [128, 64, 32]}) or {"BK": 64, "BV": 128}
     BV = min(s["BV"], dot_dim(V))
     n_tasks = n_chunks * HV * cdiv(V, BV)
     plan = task_plan(n_tasks, "cube")
