@@ -230,7 +230,7 @@ def _chunk_bwd_dqkwg_task(
     i_task, q, k, v_new, h, dh, do, dv_new, g_cum, dq, dk, dw, dg_parts, chunk_indices, cu_seqlens, scale,
     T, NT, TT, NV,
     H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr,
-    BT: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr, IS_VARLEN: tl.constexpr,
+    BT: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr, IS_VARLEN: tl.constexpr, RUNTIME_NV: tl.constexpr,
 ):
     NK = tl.cdiv(K, BK)
     i_c = i_task // (HV * NK)
@@ -249,9 +249,14 @@ def _chunk_bwd_dqkwg_task(
     b_dw = tl.zeros([BT, BK], dtype=tl.float32)
     b_dS = tl.zeros([BT, BT], dtype=tl.float32)
     b_hdh = tl.zeros([BK], dtype=tl.float32)
-    # NV = cdiv(V, BV) as a runtime argument: with a compile-time trip count bishengir-compile-a5
-    # rejects its own outlined call (tests/compiler/compiler_repros/func_call_type_mismatch.py)
-    for i_v in range(NV):
+    # off CUDA NV = cdiv(V, BV) is a runtime argument: with a compile-time trip count
+    # bishengir-compile-a5 rejects its own outlined call (compiler_repros/func_call_type_mismatch.py);
+    # compiled CUDA keeps the constant trip count it was timed with
+    if RUNTIME_NV:
+        n_v = NV
+    else:
+        n_v = tl.cdiv(V, BV)
+    for i_v in range(n_v):
         o_v = i_v * BV + tl.arange(0, BV)
         m_v = o_v < V
         m_kv = m_k[:, None] & m_v[None, :]
@@ -308,6 +313,7 @@ def chunk_bwd_dqkwg_kernel(
     n_tasks, n_programs,
     H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr,
     BT: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr, IS_VARLEN: tl.constexpr, TASK_LOOP: tl.constexpr,
+    RUNTIME_NV: tl.constexpr = True,
 ):
     """dq, dk, dw and the gate gradient of one chunk. UB on an A2/A3 vector core: at ``BT = 64``
     bishengir-compile (Ascend910B2, 2026-12-01) plans 186400-196384 B of the 196608 B UB (95-100%,
@@ -319,10 +325,12 @@ def chunk_bwd_dqkwg_kernel(
     if TASK_LOOP:
         for i_task in tl.range(tl.program_id(0), n_tasks, n_programs):
             _chunk_bwd_dqkwg_task(i_task, q, k, v_new, h, dh, do, dv_new, g_cum, dq, dk, dw, dg_parts,
-                                  chunk_indices, cu_seqlens, scale, T, NT, TT, NV, H, HV, K, V, BT, BK, BV, IS_VARLEN)
+                                  chunk_indices, cu_seqlens, scale, T, NT, TT, NV, H, HV, K, V, BT, BK, BV, IS_VARLEN,
+                                  RUNTIME_NV)
     else:
         _chunk_bwd_dqkwg_task(tl.program_id(0), q, k, v_new, h, dh, do, dv_new, g_cum, dq, dk, dw, dg_parts,
-                              chunk_indices, cu_seqlens, scale, T, NT, TT, NV, H, HV, K, V, BT, BK, BV, IS_VARLEN)
+                              chunk_indices, cu_seqlens, scale, T, NT, TT, NV, H, HV, K, V, BT, BK, BV, IS_VARLEN,
+                              RUNTIME_NV)
 
 
 def chunk_bwd_dqkwg(
@@ -375,7 +383,7 @@ def chunk_bwd_dqkwg(
         dg_parts=dg_parts, chunk_indices=chunk_indices, cu_seqlens=cu_seqlens, scale=scale,
         T=T, NT=cdiv(T, chunk_size), TT=B * T, NV=cdiv(V, BV), n_tasks=n_tasks, n_programs=plan.n_programs,
         H=H, HV=HV, K=K, V=V, BT=chunk_size, BK=BK, BV=BV,
-        IS_VARLEN=cu_seqlens is not None, TASK_LOOP=plan.task_loop,
+        IS_VARLEN=cu_seqlens is not None, TASK_LOOP=plan.task_loop, RUNTIME_NV=not backend.is_cuda_compiled(),
         **stage_launch("dqkwg", s.get("multibuffer")),
     )
     return dq, dk, dw, dg_parts
