@@ -17,13 +17,17 @@ from fla_ascend.ops.gated_delta_rule.reference import chunk_gated_delta_rule_ref
 from fla_ascend.tiling.chips import get_chip
 
 
-@pytest.fixture
-def npu_target():
+def _target(name: str):
     if not backend.is_interpreter():
         pytest.skip("the NPU plans are run under the interpreter here")
-    chip = get_chip("Ascend910B2")
+    chip = get_chip(name)
     return backend.current().replace(device_type="npu", chip=chip, cube_cores=chip.cube_cores,
                                       vector_cores=chip.vector_cores)
+
+
+@pytest.fixture
+def npu_target():
+    return _target("Ascend910B2")
 
 
 def _leaves(inputs: dict) -> dict:
@@ -31,15 +35,18 @@ def _leaves(inputs: dict) -> dict:
             for k, v in inputs.items()}
 
 
+@pytest.mark.parametrize("chip,chunk_size", [("Ascend910B2", 64), ("Ascend910_9599", 16)])
 @pytest.mark.parametrize("varlen", [None, [0, 50, 50, 128]])
 @pytest.mark.parametrize("K,V", [(128, 128), (64, 100)])
-def test_chunk_gated_delta_rule_npu_plan(K, V, varlen, npu_target):
+def test_chunk_gated_delta_rule_npu_plan(K, V, varlen, chip, chunk_size):
+    """Ascend910B2 at chunk 64 (the estimate-chosen tiles) and Ascend910_9599 at chunk 16 (the
+    float32 dot chains A5's compiler needs there, ``tiles.f32_dot_chain``)."""
     inputs = make_inputs(1, 128, 1, 2, K, V, torch.float32, "cpu", varlen=varlen, requires_grad=True)
     ref = _leaves(inputs)
-    with backend.use(npu_target):
-        o, ht = chunk_gated_delta_rule(**inputs, output_final_state=True)
+    with backend.use(_target(chip)):
+        o, ht = chunk_gated_delta_rule(**inputs, output_final_state=True, chunk_size=chunk_size)
         (o * torch.randn(o.shape, generator=torch.Generator().manual_seed(1))).sum().backward()
-    ro, rht = chunk_gated_delta_rule_ref(**ref, output_final_state=True)
+    ro, rht = chunk_gated_delta_rule_ref(**ref, output_final_state=True, chunk_size=chunk_size)
     (ro * torch.randn(ro.shape, generator=torch.Generator().manual_seed(1))).sum().backward()
     assert_close("o", ro, o, 1e-5)
     assert_close("final_state", rht, ht, 1e-5)

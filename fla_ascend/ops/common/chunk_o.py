@@ -13,7 +13,7 @@ import triton.language as tl
 
 from fla_ascend import backend
 from fla_ascend.ops.common.chunk_index import chunk_bounds
-from fla_ascend.ops.common.tiles import dot_dim, dot_operand, npu_tiles, stage_launch
+from fla_ascend.ops.common.tiles import dot_chained, dot_dim, dot_operand, f32_dot_chain, npu_tiles, stage_launch
 from fla_ascend.tiling import task_plan
 from fla_ascend.tiling.chips import get_chip
 from fla_ascend.tiling.sizes import cdiv
@@ -55,7 +55,7 @@ BWD_DQKWG_TILES = [Tile((6, "BT", "BT"), "fp32", "dS, S / dSg, gating and masks"
 def _chunk_fwd_o_task(
     i_task, q, k, v_new, h, g_cum, o, chunk_indices, cu_seqlens, scale, T, NT, TT,
     H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr,
-    BT: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr, IS_VARLEN: tl.constexpr,
+    BT: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr, IS_VARLEN: tl.constexpr, F32_CHAIN: tl.constexpr,
 ):
     NV = tl.cdiv(V, BV)
     i_c = i_task // (HV * NV)
@@ -89,7 +89,7 @@ def _chunk_fwd_o_task(
     p_v = (t0 * HV + i_hv) * V + o_t[:, None] * (HV * V) + o_v[None, :]
     m_tv = m_t[:, None] & m_v[None, :]
     b_vn = tl.load(v_new + p_v, mask=m_tv, other=0.0)  # [BT, BV]
-    b_o = (b_o + tl.dot(b_A.to(b_vn.dtype), b_vn)) * scale
+    b_o = (b_o + dot_chained(b_A, b_vn, F32_CHAIN)) * scale
     tl.store(o + p_v, b_o.to(o.dtype.element_ty), mask=m_tv)
 
 
@@ -98,14 +98,15 @@ def chunk_fwd_o_kernel(
     q, k, v_new, h, g_cum, o, chunk_indices, cu_seqlens, scale, T, NT, TT, n_tasks, n_programs,
     H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr,
     BT: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr, IS_VARLEN: tl.constexpr, TASK_LOOP: tl.constexpr,
+    F32_CHAIN: tl.constexpr = False,
 ):
     if TASK_LOOP:
         for i_task in tl.range(tl.program_id(0), n_tasks, n_programs):
             _chunk_fwd_o_task(i_task, q, k, v_new, h, g_cum, o, chunk_indices, cu_seqlens, scale, T, NT, TT,
-                              H, HV, K, V, BT, BK, BV, IS_VARLEN)
+                              H, HV, K, V, BT, BK, BV, IS_VARLEN, F32_CHAIN)
     else:
         _chunk_fwd_o_task(tl.program_id(0), q, k, v_new, h, g_cum, o, chunk_indices, cu_seqlens, scale, T, NT, TT,
-                          H, HV, K, V, BT, BK, BV, IS_VARLEN)
+                          H, HV, K, V, BT, BK, BV, IS_VARLEN, F32_CHAIN)
 
 
 def chunk_fwd_o(
@@ -140,7 +141,7 @@ def chunk_fwd_o(
         q=q, k=k, v_new=v_new, h=h, g_cum=g_cum, o=o, chunk_indices=chunk_indices, cu_seqlens=cu_seqlens,
         scale=scale, T=T, NT=cdiv(T, chunk_size), TT=B * T, n_tasks=n_tasks, n_programs=plan.n_programs,
         H=H, HV=HV, K=K, V=V, BT=chunk_size, BK=min(s["BK"], dot_dim(K)), BV=BV,
-        IS_VARLEN=cu_seqlens is not None, TASK_LOOP=plan.task_loop,
+        IS_VARLEN=cu_seqlens is not None, TASK_LOOP=plan.task_loop, F32_CHAIN=f32_dot_chain(chunk_size),
         **stage_launch("chunk_o", s.get("multibuffer")),
     )
     return o
@@ -150,7 +151,7 @@ def chunk_fwd_o(
 def _chunk_bwd_dv_local_task(
     i_task, q, k, g_cum, do, dv_local, chunk_indices, cu_seqlens, scale, T, NT, TT,
     H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr,
-    BT: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr, IS_VARLEN: tl.constexpr,
+    BT: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr, IS_VARLEN: tl.constexpr, F32_CHAIN: tl.constexpr,
 ):
     i_c = i_task // HV
     i_hv = i_task % HV
@@ -175,7 +176,7 @@ def _chunk_bwd_dv_local_task(
         m_tv = m_t[:, None] & (o_v < V)[None, :]
         p_v = (t0 * HV + i_hv) * V + o_t[:, None] * (HV * V) + o_v[None, :]
         b_do = tl.load(do + p_v, mask=m_tv, other=0.0)  # [BT, BV]
-        tl.store(dv_local + p_v, tl.dot(b_At.to(b_do.dtype), b_do), mask=m_tv)
+        tl.store(dv_local + p_v, dot_chained(b_At, b_do, F32_CHAIN), mask=m_tv)
 
 
 @triton.jit(do_not_specialize=["T", "NT", "TT", "n_tasks", "n_programs"])
@@ -183,14 +184,15 @@ def chunk_bwd_dv_local_kernel(
     q, k, g_cum, do, dv_local, chunk_indices, cu_seqlens, scale, T, NT, TT, n_tasks, n_programs,
     H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr,
     BT: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr, IS_VARLEN: tl.constexpr, TASK_LOOP: tl.constexpr,
+    F32_CHAIN: tl.constexpr = False,
 ):
     if TASK_LOOP:
         for i_task in tl.range(tl.program_id(0), n_tasks, n_programs):
             _chunk_bwd_dv_local_task(i_task, q, k, g_cum, do, dv_local, chunk_indices, cu_seqlens, scale, T, NT,
-                                     TT, H, HV, K, V, BT, BK, BV, IS_VARLEN)
+                                     TT, H, HV, K, V, BT, BK, BV, IS_VARLEN, F32_CHAIN)
     else:
         _chunk_bwd_dv_local_task(tl.program_id(0), q, k, g_cum, do, dv_local, chunk_indices, cu_seqlens, scale,
-                                 T, NT, TT, H, HV, K, V, BT, BK, BV, IS_VARLEN)
+                                 T, NT, TT, H, HV, K, V, BT, BK, BV, IS_VARLEN, F32_CHAIN)
 
 
 def chunk_bwd_dv_local(
@@ -219,7 +221,7 @@ def chunk_bwd_dv_local(
         scale=scale, T=T, NT=cdiv(T, chunk_size), TT=B * T, n_tasks=n_chunks * HV,
         n_programs=plan.n_programs, H=H, HV=HV, K=K, V=V, BT=chunk_size,
         BK=min(s["BK"], dot_dim(K)), BV=min(s["BV"], dot_dim(V)),
-        IS_VARLEN=cu_seqlens is not None, TASK_LOOP=plan.task_loop,
+        IS_VARLEN=cu_seqlens is not None, TASK_LOOP=plan.task_loop, F32_CHAIN=f32_dot_chain(chunk_size),
         **stage_launch("chunk_o", s.get("multibuffer")),
     )
     return dv_local
@@ -231,6 +233,7 @@ def _chunk_bwd_dqkwg_task(
     T, NT, TT, NV,
     H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr,
     BT: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr, IS_VARLEN: tl.constexpr, RUNTIME_NV: tl.constexpr,
+    F32_CHAIN: tl.constexpr,
 ):
     NK = tl.cdiv(K, BK)
     i_c = i_task // (HV * NK)
@@ -296,10 +299,13 @@ def _chunk_bwd_dqkwg_task(
     b_dSS = b_dSg * b_S
     b_dG += tl.sum(b_dSS, 1) - tl.sum(b_dSS, 0)
     b_dG += tl.where(o_t == i_last, b_dG_last, 0.0)
-    b_dq += tl.dot(b_dSg.to(b_k.dtype), b_k)
+    b_dq += dot_chained(b_dSg, b_k, F32_CHAIN)
     # (dSg^T q) written as (q^T dSg)^T: a tl.trans of a dot result used as a dot operand is
     # miscompiled on Hopper by Triton 3.4 to 3.7.0 (wrong dk; flash-linear-attention issue 640)
-    b_dk += tl.trans(tl.dot(tl.trans(b_q), b_dSg.to(b_q.dtype)))
+    if F32_CHAIN:
+        b_dk += tl.trans(tl.dot(tl.trans(b_q).to(tl.float32), b_dSg))
+    else:
+        b_dk += tl.trans(tl.dot(tl.trans(b_q), b_dSg.to(b_q.dtype)))
     p_out = (t0 * HV + i_hv) * K + o_t[:, None] * (HV * K) + o_k[None, :]
     tl.store(dq + p_out, b_dq.to(dq.dtype.element_ty), mask=m_tk)
     tl.store(dk + p_out, b_dk, mask=m_tk)
@@ -313,7 +319,7 @@ def chunk_bwd_dqkwg_kernel(
     n_tasks, n_programs,
     H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr,
     BT: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr, IS_VARLEN: tl.constexpr, TASK_LOOP: tl.constexpr,
-    RUNTIME_NV: tl.constexpr = True,
+    RUNTIME_NV: tl.constexpr = True, F32_CHAIN: tl.constexpr = False,
 ):
     """dq, dk, dw and the gate gradient of one chunk. UB on an A2/A3 vector core: at ``BT = 64``
     bishengir-compile (Ascend910B2, 2026-12-01) plans 186400-196384 B of the 196608 B UB (95-100%,
@@ -326,11 +332,11 @@ def chunk_bwd_dqkwg_kernel(
         for i_task in tl.range(tl.program_id(0), n_tasks, n_programs):
             _chunk_bwd_dqkwg_task(i_task, q, k, v_new, h, dh, do, dv_new, g_cum, dq, dk, dw, dg_parts,
                                   chunk_indices, cu_seqlens, scale, T, NT, TT, NV, H, HV, K, V, BT, BK, BV, IS_VARLEN,
-                                  RUNTIME_NV)
+                                  RUNTIME_NV, F32_CHAIN)
     else:
         _chunk_bwd_dqkwg_task(tl.program_id(0), q, k, v_new, h, dh, do, dv_new, g_cum, dq, dk, dw, dg_parts,
                               chunk_indices, cu_seqlens, scale, T, NT, TT, NV, H, HV, K, V, BT, BK, BV, IS_VARLEN,
-                              RUNTIME_NV)
+                              RUNTIME_NV, F32_CHAIN)
 
 
 def chunk_bwd_dqkwg(
@@ -384,6 +390,7 @@ def chunk_bwd_dqkwg(
         T=T, NT=cdiv(T, chunk_size), TT=B * T, NV=cdiv(V, BV), n_tasks=n_tasks, n_programs=plan.n_programs,
         H=H, HV=HV, K=K, V=V, BT=chunk_size, BK=BK, BV=BV,
         IS_VARLEN=cu_seqlens is not None, TASK_LOOP=plan.task_loop, RUNTIME_NV=not backend.is_cuda_compiled(),
+        F32_CHAIN=f32_dot_chain(chunk_size),
         **stage_launch("dqkwg", s.get("multibuffer")),
     )
     return dq, dk, dw, dg_parts

@@ -194,6 +194,32 @@ def dot_operand(x):
         return x
 
 
+def f32_dot_chain(chunk_size: int) -> bool:
+    """Whether a dot whose left operand is another dot's float32 result keeps that operand in
+    float32 (casting the right operand up) instead of casting it down to the input dtype: on an A5
+    target (``Ascend910_9599``) at ``chunk_size = 16``, where bishengir-compile-a5 aborts on the
+    cast-down chain (``PatternMatch.cpp:135``; tests/compiler/compiler_repros/dot_result_cast_dot.py).
+    Everywhere else ``False``: the product runs in the input dtype as timed."""
+    if backend.device_type() != "npu" or chunk_size != 16:
+        return False
+    from fla_ascend.tiling.chips import get_chip
+
+    return get_chip().compile_on_910_95
+
+
+@triton.jit
+def dot_chained(a, b, F32_CHAIN: tl.constexpr):
+    """``a @ b`` for a float32 ``a`` that is another dot's result: ``a`` cast to ``b``'s dtype, or with
+    ``F32_CHAIN`` (:func:`f32_dot_chain`) ``b`` cast to float32 and ``a`` passed as
+    :func:`dot_operand` (a copy where R7 applies). Either way ``a`` is not the dot's own left
+    operand, so the caller may read it again."""
+    if F32_CHAIN:
+        r = tl.dot(dot_operand(a), b.to(tl.float32))
+    else:
+        r = tl.dot(a.to(b.dtype), b)
+    return r
+
+
 def dot_dim(n: int) -> int:
     """Tile extent for a head dim ``n`` that enters ``tl.dot``: the next power of two, at least
     16 (the smallest dot operand Triton accepts; masks cover the padding)."""
