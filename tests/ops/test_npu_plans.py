@@ -35,12 +35,13 @@ def _leaves(inputs: dict) -> dict:
             for k, v in inputs.items()}
 
 
-@pytest.mark.parametrize("chip,chunk_size", [("Ascend910B2", 64), ("Ascend910_9599", 16)])
+@pytest.mark.parametrize("chip,chunk_size,K,V", [
+    ("Ascend910B2", 64, 128, 128), ("Ascend910B2", 64, 64, 100),
+    ("Ascend910_9599", 16, 128, 128), ("Ascend910_9599", 16, 64, 100), ("Ascend910_9599", 64, 100, 16)])
 @pytest.mark.parametrize("varlen", [None, [0, 50, 50, 128]])
-@pytest.mark.parametrize("K,V", [(128, 128), (64, 100)])
 def test_chunk_gated_delta_rule_npu_plan(K, V, varlen, chip, chunk_size):
-    """Ascend910B2 at chunk 64 (the estimate-chosen tiles) and Ascend910_9599 at chunk 16 (the
-    float32 dot chains A5's compiler needs there, ``tiles.f32_dot_chain``)."""
+    """Ascend910B2 at chunk 64 (the estimate-chosen tiles) and Ascend910_9599 at chunk 16 and with
+    16-wide V blocks (the float32 dot chains A5's compiler needs there, ``tiles.f32_dot_chain``)."""
     inputs = make_inputs(1, 128, 1, 2, K, V, torch.float32, "cpu", varlen=varlen, requires_grad=True)
     ref = _leaves(inputs)
     with backend.use(_target(chip)):

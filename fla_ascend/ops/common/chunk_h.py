@@ -18,7 +18,7 @@ import triton.language as tl
 
 from fla_ascend import backend
 from fla_ascend.ops.common.chunk_index import seq_bounds
-from fla_ascend.ops.common.tiles import cuda_launch, dot_dim, launch_first_fitting, npu_tiles
+from fla_ascend.ops.common.tiles import cuda_launch, dot_dim, f32_dot_chain, launch_first_fitting, npu_tiles
 from fla_ascend.tiling import task_plan
 from fla_ascend.tiling.sizes import cdiv
 from fla_ascend.tiling.ub import Tile
@@ -39,6 +39,7 @@ def _chunk_fwd_h_task(
     H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr,
     BT: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr,
     USE_INITIAL_STATE: tl.constexpr, STORE_FINAL_STATE: tl.constexpr, IS_VARLEN: tl.constexpr,
+    F32_CHAIN: tl.constexpr,
 ):
     NV = tl.cdiv(V, BV)
     i_n = i_task // (HV * NV)
@@ -66,7 +67,10 @@ def _chunk_fwd_h_task(
         p_u = (t0 * HV + i_hv) * V + o_t[:, None] * (HV * V) + o_v[None, :]
         m_tv = m_t[:, None] & m_v[None, :]
         b_v = tl.load(u + p_u, mask=m_tv, other=0.0).to(tl.float32)  # [BT, BV]
-        b_v -= tl.dot(b_w, b_h.to(b_w.dtype))
+        if F32_CHAIN:  # A5 with 16-wide V blocks (tiles.f32_dot_chain)
+            b_v -= tl.dot(b_w.to(tl.float32), b_h)
+        else:
+            b_v -= tl.dot(b_w, b_h.to(b_w.dtype))
         tl.store(v_new + p_u, b_v.to(v_new.dtype.element_ty), mask=m_tv)
         p_gate = tl.cast(i_hv, tl.int64) * TT + t0
         b_g = tl.load(g_cum + p_gate + o_t, mask=m_t, other=0.0)  # [BT]
@@ -74,7 +78,10 @@ def _chunk_fwd_h_task(
         b_v = tl.where(m_t[:, None], b_v * tl.exp(b_g_last - b_g)[:, None], 0.0)
         b_k = tl.load(k + (t0 * H + i_h) * K + o_t[:, None] * (H * K) + o_k[None, :],
                       mask=m_t[:, None] & m_k[None, :], other=0.0)  # [BT, BK]
-        b_h = b_h * tl.exp(b_g_last) + tl.dot(tl.trans(b_k), b_v.to(b_k.dtype))
+        if F32_CHAIN:
+            b_h = b_h * tl.exp(b_g_last) + tl.dot(tl.trans(b_k).to(tl.float32), b_v)
+        else:
+            b_h = b_h * tl.exp(b_g_last) + tl.dot(tl.trans(b_k), b_v.to(b_k.dtype))
     if STORE_FINAL_STATE:
         tl.store(ht + state_base + p_state, b_h, mask=m_h)
 
@@ -85,15 +92,17 @@ def chunk_fwd_h_kernel(
     H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr,
     BT: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr,
     USE_INITIAL_STATE: tl.constexpr, STORE_FINAL_STATE: tl.constexpr, IS_VARLEN: tl.constexpr,
-    TASK_LOOP: tl.constexpr,
+    TASK_LOOP: tl.constexpr, F32_CHAIN: tl.constexpr = False,
 ):
     if TASK_LOOP:
         for i_task in tl.range(tl.program_id(0), n_tasks, n_programs):
             _chunk_fwd_h_task(i_task, k, w, u, g_cum, h, v_new, h0, ht, cu_seqlens, chunk_offsets, T, NT, TT,
-                              H, HV, K, V, BT, BK, BV, USE_INITIAL_STATE, STORE_FINAL_STATE, IS_VARLEN)
+                              H, HV, K, V, BT, BK, BV, USE_INITIAL_STATE, STORE_FINAL_STATE, IS_VARLEN,
+                              F32_CHAIN)
     else:
         _chunk_fwd_h_task(tl.program_id(0), k, w, u, g_cum, h, v_new, h0, ht, cu_seqlens, chunk_offsets, T, NT,
-                          TT, H, HV, K, V, BT, BK, BV, USE_INITIAL_STATE, STORE_FINAL_STATE, IS_VARLEN)
+                          TT, H, HV, K, V, BT, BK, BV, USE_INITIAL_STATE, STORE_FINAL_STATE, IS_VARLEN,
+                          F32_CHAIN)
 
 
 def _state_launches(stage: str, N: int, HV: int, K: int, V: int, tiles, chunk_size: int,
@@ -176,7 +185,8 @@ def chunk_fwd_h(
             T=T, NT=cdiv(T, chunk_size), TT=B * T, n_tasks=n_tasks, n_programs=plan.n_programs,
             H=H, HV=HV, K=K, V=V, BT=chunk_size, BK=dot_dim(K), BV=BV,
             USE_INITIAL_STATE=initial_state is not None, STORE_FINAL_STATE=output_final_state,
-            IS_VARLEN=cu_seqlens is not None, TASK_LOOP=plan.task_loop, **options,
+            IS_VARLEN=cu_seqlens is not None, TASK_LOOP=plan.task_loop, F32_CHAIN=f32_dot_chain(chunk_size, BV),
+            **options,
         )
 
     launch_first_fitting("fwd_h", (k.device, k.dtype, K, V, chunk_size),
@@ -191,6 +201,7 @@ def _chunk_bwd_dh_task(
     H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr,
     BT: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr,
     USE_FINAL_STATE_GRADIENT: tl.constexpr, USE_INITIAL_STATE: tl.constexpr, IS_VARLEN: tl.constexpr,
+    F32_CHAIN: tl.constexpr,
 ):
     NV = tl.cdiv(V, BV)
     i_n = i_task // (HV * NV)
@@ -226,15 +237,23 @@ def _chunk_bwd_dh_task(
         # the decay scales the dot's rows after it, so k enters the dot as loaded (H200, B8 T2048:
         # 0.539 -> 0.328 ms with 3 pipeline stages; presumably k then stays in the pipelined
         # shared-memory buffer, not checked in the SASS: cases.md)
-        b_dv = tl.dot(b_k, b_dh.to(b_k.dtype)) * tl.where(m_t, tl.exp(b_g_last - b_g), 0.0)[:, None] \
+        if F32_CHAIN:  # A5 with 16-wide V blocks (tiles.f32_dot_chain)
+            b_kdh = tl.dot(b_k.to(tl.float32), b_dh)
+        else:
+            b_kdh = tl.dot(b_k, b_dh.to(b_k.dtype))
+        b_dv = b_kdh * tl.where(m_t, tl.exp(b_g_last - b_g), 0.0)[:, None] \
             + tl.load(dv_local + p_v, mask=m_tv, other=0.0)  # [BT, BV]
         tl.store(dv_new + p_v, b_dv.to(dv_new.dtype.element_ty), mask=m_tv)
         b_q = tl.load(q + p_qk, mask=m_tk, other=0.0)  # [BT, BK]
         b_qd = (b_q * (tl.exp(b_g) * scale)[:, None]).to(b_q.dtype)
         b_do = tl.load(do + p_v, mask=m_tv, other=0.0)  # [BT, BV]
         b_w = tl.load(w + (t0 * HV + i_hv) * K + o_t[:, None] * (HV * K) + o_k[None, :], mask=m_tk, other=0.0)
-        b_dh = b_dh * tl.exp(b_g_last) + tl.dot(tl.trans(b_qd), b_do.to(b_qd.dtype)) \
-            - tl.dot(tl.trans(b_w), b_dv.to(b_w.dtype))
+        if F32_CHAIN:
+            b_dh = b_dh * tl.exp(b_g_last) + tl.dot(tl.trans(b_qd), b_do.to(b_qd.dtype)) \
+                - tl.dot(tl.trans(b_w).to(tl.float32), b_dv)
+        else:
+            b_dh = b_dh * tl.exp(b_g_last) + tl.dot(tl.trans(b_qd), b_do.to(b_qd.dtype)) \
+                - tl.dot(tl.trans(b_w), b_dv.to(b_w.dtype))
     if USE_INITIAL_STATE:
         tl.store(dh0 + state_base + p_state, b_dh, mask=m_h)
 
@@ -246,17 +265,17 @@ def chunk_bwd_dh_kernel(
     H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr,
     BT: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr,
     USE_FINAL_STATE_GRADIENT: tl.constexpr, USE_INITIAL_STATE: tl.constexpr, IS_VARLEN: tl.constexpr,
-    TASK_LOOP: tl.constexpr,
+    TASK_LOOP: tl.constexpr, F32_CHAIN: tl.constexpr = False,
 ):
     if TASK_LOOP:
         for i_task in tl.range(tl.program_id(0), n_tasks, n_programs):
             _chunk_bwd_dh_task(i_task, q, k, w, g_cum, do, dv_local, dh, dv_new, dht, dh0, cu_seqlens,
                                chunk_offsets, scale, T, NT, TT, H, HV, K, V, BT, BK, BV,
-                               USE_FINAL_STATE_GRADIENT, USE_INITIAL_STATE, IS_VARLEN)
+                               USE_FINAL_STATE_GRADIENT, USE_INITIAL_STATE, IS_VARLEN, F32_CHAIN)
     else:
         _chunk_bwd_dh_task(tl.program_id(0), q, k, w, g_cum, do, dv_local, dh, dv_new, dht, dh0, cu_seqlens,
                            chunk_offsets, scale, T, NT, TT, H, HV, K, V, BT, BK, BV,
-                           USE_FINAL_STATE_GRADIENT, USE_INITIAL_STATE, IS_VARLEN)
+                           USE_FINAL_STATE_GRADIENT, USE_INITIAL_STATE, IS_VARLEN, F32_CHAIN)
 
 
 def chunk_bwd_dh(
@@ -311,7 +330,8 @@ def chunk_bwd_dh(
             T=T, NT=cdiv(T, chunk_size), TT=B * T, n_tasks=n_tasks, n_programs=plan.n_programs,
             H=H, HV=HV, K=K, V=V, BT=chunk_size, BK=dot_dim(K), BV=BV,
             USE_FINAL_STATE_GRADIENT=dht is not None, USE_INITIAL_STATE=need_dh0,
-            IS_VARLEN=cu_seqlens is not None, TASK_LOOP=plan.task_loop, **options,
+            IS_VARLEN=cu_seqlens is not None, TASK_LOOP=plan.task_loop, F32_CHAIN=f32_dot_chain(chunk_size, BV),
+            **options,
         )
 
     launch_first_fitting("bwd_dh", (k.device, k.dtype, dv_local.dtype, dv_dtype, K, V, chunk_size),

@@ -390,7 +390,7 @@ def chunk_bwd_dqkwg(
         T=T, NT=cdiv(T, chunk_size), TT=B * T, NV=cdiv(V, BV), n_tasks=n_tasks, n_programs=plan.n_programs,
         H=H, HV=HV, K=K, V=V, BT=chunk_size, BK=BK, BV=BV,
         IS_VARLEN=cu_seqlens is not None, TASK_LOOP=plan.task_loop, RUNTIME_NV=not backend.is_cuda_compiled(),
-        F32_CHAIN=f32_dot_chain(chunk_size),
+        F32_CHAIN=f32_dot_chain(chunk_size, BV),
         **stage_launch("dqkwg", s.get("multibuffer")),
     )
     return dq, dk, dw, dg_parts

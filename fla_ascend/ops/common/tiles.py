@@ -194,13 +194,14 @@ def dot_operand(x):
         return x
 
 
-def f32_dot_chain(chunk_size: int) -> bool:
-    """Whether a dot whose left operand is another dot's float32 result keeps that operand in
-    float32 (casting the right operand up) instead of casting it down to the input dtype: on an A5
-    target (``Ascend910_9599``) at ``chunk_size = 16``, where bishengir-compile-a5 aborts on the
-    cast-down chain (``PatternMatch.cpp:135``; tests/compiler/compiler_repros/dot_result_cast_dot.py).
-    Everywhere else ``False``: the product runs in the input dtype as timed."""
-    if backend.device_type() != "npu" or chunk_size != 16:
+def f32_dot_chain(*sizes: int) -> bool:
+    """Whether a dot whose operand is another dot's float32 result keeps that operand in float32
+    (casting the other operand up) instead of casting it down to the input dtype: on an A5 target
+    (``Ascend910_9599``) when one of the launch's ``sizes`` (the chunk size, the V block) is 16,
+    where bishengir-compile-a5 aborts on the cast-down chain (``PatternMatch.cpp:135``;
+    tests/compiler/compiler_repros/dot_result_cast_dot.py). Everywhere else ``False``: the product
+    runs in the input dtype as timed."""
+    if backend.device_type() != "npu" or 16 not in sizes:
         return False
     from fla_ascend.tiling.chips import get_chip
 
