@@ -126,11 +126,11 @@ def test_conv_fwd_grid3d_launch(cu, device, monkeypatch):
 
 @pytest.mark.parametrize("W", [1, 3, 4, 16])
 @pytest.mark.parametrize("cu", [None, [0, 1, 2, 40, 40, 70]])
-@pytest.mark.parametrize("mode", ["SHIFT_GATHER", "SHIFT_DOT"])
+@pytest.mark.parametrize("mode", ["SHIFT_GATHER", "SHIFT_LOAD"])
 def test_conv_bwd_shift_modes(W, cu, mode, device, monkeypatch):
     """The backward tile with each way of moving rows this backend can run (``kernels._rows_from``):
-    ``tl.gather`` (compiled CUDA's; the pre-activation recomputed from ``x``) and the shift-matrix
-    product (the interpreters'; the forward's stored pre-activation read), forced here, against the
+    ``tl.gather`` (compiled CUDA's; the pre-activation recomputed from ``x``) and reloaded rows (the
+    interpreters'; the forward's stored pre-activation read), forced here, against the
     reference: SiLU and none, states, residual, varlen with empty and one-token sequences, W up to 16.
     The NPU's slice ops are compiled by the check (they have no interpreter implementation)."""
     from triton.runtime import interpreter

@@ -3,11 +3,10 @@ UB model's and the estimate's tile choices, the conv's 4096-element tiles, the c
 whole-K dq/dk/dw/dg tile) the ops' forward and backward are compared with the float32 reference.
 The CPU tiers otherwise run the interpreter's own plans, so an NPU-only tile (a K block of 128, a
 conv tile of 64 rows) would first be exercised on a chip. The NPU's slice ops have no interpreter
-implementation; under an NPU target the interpreter moves rows with the conv's shift-matrix product
-(``kernels._rows_from``) and the rest of the tile logic is the NPU's."""
+implementation; under an NPU target the interpreter reloads the shifted rows instead
+(``kernels._dpre_rows``) and the rest of the tile logic is the NPU's."""
 import pytest
 import torch
-from helpers import assert_close, make_inputs
 
 from fla_ascend import backend
 from fla_ascend.ops.causal_conv1d import causal_conv1d
@@ -15,6 +14,8 @@ from fla_ascend.ops.causal_conv1d.reference import causal_conv1d_ref
 from fla_ascend.ops.gated_delta_rule import chunk_gated_delta_rule
 from fla_ascend.ops.gated_delta_rule.reference import chunk_gated_delta_rule_ref
 from fla_ascend.tiling.chips import get_chip
+
+from helpers import assert_close, make_inputs
 
 
 def _target(name: str):

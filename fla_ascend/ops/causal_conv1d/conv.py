@@ -18,8 +18,8 @@ import triton.language as tl
 from fla_ascend import backend
 from fla_ascend.ops.causal_conv1d.cp import conv_initial_state
 from fla_ascend.ops.causal_conv1d.kernels import (
-    SHIFT_DOT,
     SHIFT_GATHER,
+    SHIFT_LOAD,
     SHIFT_SLICE,
     causal_conv1d_bwd_kernel,
     causal_conv1d_fwd_kernel,
@@ -174,13 +174,13 @@ def causal_conv1d_states_fwd(x, W, h0t, cu_seqlens, BD, dtype):
 def _bwd_shift() -> int:
     """How the backward tile takes ``dpre`` (and, off CUDA, ``x``) of the rows below a row
     (:data:`.kernels.SHIFT_GATHER`, ...): ``tl.gather`` on compiled CUDA with a Triton that has it
-    (3.3 and later), the slice ops of triton-ascend compiled for the NPU, the shift-matrix product
-    elsewhere (the interpreters, older Triton). Timed on the H200 in cases.md."""
+    (3.3 and later), the slice ops of triton-ascend compiled for the NPU, reloaded rows elsewhere (the
+    interpreters, older Triton). Timed on the H200 in cases.md."""
     if backend.is_cuda_compiled() and hasattr(tl, "gather"):
         return SHIFT_GATHER
     if backend.device_type() == "npu" and not backend.is_interpreter():
         return SHIFT_SLICE
-    return SHIFT_DOT
+    return SHIFT_LOAD
 
 
 def _bwd_step(BT: int, W: int) -> int:
@@ -208,9 +208,6 @@ def causal_conv1d_bwd(x, wt, bias, h0t, pre, dy, dht, activation, cu_seqlens, ch
     B, T, D = x.shape
     W = wt.shape[0]
     step = _bwd_step(BT, W)
-    if _bwd_shift() == SHIFT_DOT and BT < 16:
-        raise ValueError(f"causal_conv1d: the backward's token tile BT must be at least 16 where it shifts rows by a "
-                         f"matrix product (interpreter, Triton without tl.gather), got BT={BT}")
     if cu_seqlens is not None and step != chunk_size:
         chunk_indices = prepare_chunk_indices(cu_seqlens, step)
     NT, NC = _n_chunks(B, T, step, chunk_indices)

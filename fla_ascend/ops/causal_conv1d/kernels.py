@@ -11,7 +11,7 @@ plan on CUDA, ``_grid3d``):
 - ``causal_conv1d_bwd_kernel``: tasks overlapping by ``W - 1`` rows; each computes ``dpre`` (``dy``
   through the SiLU derivative) once per row and takes the shifted rows ``dpre[t + k]`` that ``dx[t]``
   needs from the tile itself (``_rows_from``: ``tl.gather`` on compiled CUDA, triton-ascend's slice
-  ops on the NPU, a shift-matrix product under the interpreters). With SiLU the pre-activation is
+  ops on the NPU; under the interpreters, which have neither, from reloaded rows). With SiLU the pre-activation is
   recomputed from ``x`` on CUDA and read from the forward's stored copy elsewhere. Writes ``dx``
   (adding the final-state gradient ``dht`` of the last ``W`` tokens) and per-task partial sums of
   ``dweight`` / ``dbias`` that the host reduces with ``torch.sum`` (deterministic: no atomics).
@@ -42,11 +42,13 @@ from fla_ascend import backend
 from fla_ascend.ops.utils.math import sigmoid, silu
 from fla_ascend.tiling.ub import Tile
 
-SHIFT_GATHER, SHIFT_SLICE, SHIFT_DOT = 1, 2, 3
-"""How the backward tile moves a ``[BT, BD]`` tile up by ``k`` rows (:func:`_rows_from`): ``tl.gather``
-(compiled CUDA, Triton 3.3 and later; Triton stages it through shared memory), ``tl.extract_slice`` /
-``tl.insert_slice`` (triton-ascend 3.2.0's extension ops: a UB-to-UB copy on the vector core), or a
-product with a 0/1 shift matrix (the Triton interpreters, which have neither; exact in float32)."""
+SHIFT_GATHER, SHIFT_SLICE, SHIFT_LOAD = 1, 2, 3
+"""How the backward tile gets ``dpre[t + k]`` (and, off CUDA's gather tile, the ``x`` rows of each
+tap): ``tl.gather`` of its own rows (compiled CUDA, Triton 3.3 and later; Triton stages it through
+shared memory), ``tl.extract_slice`` / ``tl.insert_slice`` of them (triton-ascend 3.2.0's extension
+ops: a UB-to-UB copy on the vector core; :func:`_rows_from`), or by loading the shifted rows again
+and forming ``dpre`` from them (the Triton interpreters, which have neither op, and older Triton:
+the same values, row by row)."""
 
 UNROLL_TAPS = tl.constexpr(backend.is_cuda_compiled())
 """Whether the pre-activation's tap loop is unrolled (compiled CUDA, as timed in cases.md) or a
@@ -254,16 +256,34 @@ def _conv_bwd_task(
 @triton.jit
 def _rows_from(b, k: tl.constexpr, BT: tl.constexpr, BD: tl.constexpr, SHIFT: tl.constexpr):
     """``b`` (``[BT, BD]``) moved up by ``k`` rows: row ``t`` of the result is row ``t + k`` of ``b``
-    for ``t < BT - k``; the rows after are unspecified. ``SHIFT`` (:data:`SHIFT_GATHER`, ...): how."""
+    for ``t < BT - k``; the rows after are unspecified. ``SHIFT``: :data:`SHIFT_GATHER` or
+    :data:`SHIFT_SLICE`."""
     if SHIFT == 1:
         i_q = tl.broadcast_to(tl.minimum(tl.arange(0, BT) + k, BT - 1)[:, None], [BT, BD])
         r = tl.gather(b, i_q, axis=0)
-    elif SHIFT == 2:
-        r = tl.insert_slice(b, tl.extract_slice(b, [k, 0], [BT - k, BD], [1, 1]), [0, 0], [BT - k, BD], [1, 1])
     else:
-        o = tl.arange(0, BT)
-        r = tl.dot((o[None, :] == (o + k)[:, None]).to(tl.float32), b, input_precision="ieee")  # [BT, BT] @ [BT, BD]
+        r = tl.insert_slice(b, tl.extract_slice(b, [k, 0], [BT - k, BD], [1, 1]), [0, 0], [BT - k, BD], [1, 1])
     return r
+
+
+@triton.jit
+def _dpre_rows(x, h0t, wt, bias, pre, dy, p_x0, s_xt, p_dy0, s_dyt, p_p0, p_h0, o_q, lo, hi, o_d, m_d, D,
+               W: tl.constexpr, ACT: tl.constexpr, HAS_BIAS: tl.constexpr, USE_H0: tl.constexpr):
+    """``dpre`` of the rows ``o_q`` (relative to the tile start): ``dy`` through the SiLU derivative
+    at the pre-activation (read from ``pre`` or, when it is ``None``, recomputed from ``x``); zero
+    past the sequence end."""
+    m_q = o_q < hi
+    m_qd = m_q[:, None] & m_d[None, :]
+    b_dp = tl.load(dy + p_dy0 + o_q[:, None] * s_dyt + o_d[None, :], mask=m_qd, other=0.0).to(tl.float32)
+    if ACT:
+        if pre is None:
+            b_p = _pre_activation(x, h0t, wt, bias, p_x0, s_xt, p_h0, o_q, lo, hi, m_q, o_d, m_d, D,
+                                  W, USE_H0, HAS_BIAS)  # [BT, BD]
+        else:
+            b_p = tl.load(pre + p_p0 + o_q[:, None] * D + o_d[None, :], mask=m_qd, other=0.0).to(tl.float32)
+        b_s = sigmoid(b_p)
+        b_dp = b_dp * b_s * (1.0 + b_p * (1.0 - b_s))
+    return b_dp
 
 
 @triton.jit
@@ -287,8 +307,8 @@ def _conv_bwd_tile(
 ):
     """The backward of one tile: its ``BT`` rows give ``dpre``; ``dx`` of its first
     ``BO = BT - (W - 1)`` rows (tiles advance by that) takes ``dpre[t + k]`` from the tile itself
-    through :func:`_rows_from`, instead of loading ``dy`` (and recomputing or loading the
-    pre-activation) once per tap. The pre-activation is recomputed from ``x`` (``pre`` is ``None``:
+    through :func:`_rows_from` (``SHIFT_GATHER``, ``SHIFT_SLICE``), or with ``SHIFT_LOAD`` forms it
+    again from reloaded rows (:func:`_dpre_rows`). The pre-activation is recomputed from ``x`` (``pre`` is ``None``:
     compiled CUDA, as timed) or loaded from the forward's ``pre`` (``[B, T, D]``). ``dweight``: with
     ``tl.gather`` (CUDA) ``W`` window loads of ``x``; otherwise one window of ``x`` starting ``W - 1``
     rows before the tile, moved up by ``w`` rows for tap ``w`` (no reload, no cast per tap)."""
@@ -303,18 +323,10 @@ def _conv_bwd_tile(
     m_o = (o_r < BO) & m_r  # the rows this tile writes
     p_x0 = i_b * s_xb + (bos + t0) * s_xt
     p_h0 = i_n * W * D
-    m_rd = m_r[:, None] & m_d[None, :]
-    b_dp = tl.load(dy + i_b * s_dyb + (bos + t0) * s_dyt + o_r[:, None] * s_dyt + o_d[None, :],
-                   mask=m_rd, other=0.0).to(tl.float32)  # [BT, BD]
-    if ACT:
-        if pre is None:
-            b_p = _pre_activation(x, h0t, wt, bias, p_x0, s_xt, p_h0, o_r, lo, hi, m_r, o_d, m_d, D,
-                                  W, USE_H0, HAS_BIAS)  # [BT, BD]
-        else:
-            b_p = tl.load(pre + (i_b * T + bos + t0) * D + o_r[:, None] * D + o_d[None, :],
-                          mask=m_rd, other=0.0).to(tl.float32)  # [BT, BD]
-        b_s = sigmoid(b_p)
-        b_dp = b_dp * b_s * (1.0 + b_p * (1.0 - b_s))
+    p_dy0 = i_b * s_dyb + (bos + t0) * s_dyt
+    p_p0 = (i_b * T + bos + t0) * D
+    b_dp = _dpre_rows(x, h0t, wt, bias, pre, dy, p_x0, s_xt, p_dy0, s_dyt, p_p0, p_h0, o_r, lo, hi, o_d, m_d, D,
+                      W, ACT, HAS_BIAS, USE_H0)  # [BT, BD]
     b_dp = _materialized(b_dp, BT, BD, SHIFT)
     # dx[t] = sum_k wt[W - 1 - k] * dpre[t + k]; rows t + k past the tile serve only rows it does not write
     b_dx = tl.zeros([BT, BD], dtype=tl.float32)  # [BT, BD]
@@ -322,13 +334,16 @@ def _conv_bwd_tile(
         b_w = tl.load(wt + (W - 1 - k) * D + o_d, mask=m_d, other=0.0).to(tl.float32)  # [BD]
         if k == 0:
             b_dx += b_dp * b_w[None, :]
+        elif SHIFT == 3:
+            b_dx += _dpre_rows(x, h0t, wt, bias, pre, dy, p_x0, s_xt, p_dy0, s_dyt, p_p0, p_h0, o_r + k, lo, hi,
+                               o_d, m_d, D, W, ACT, HAS_BIAS, USE_H0) * b_w[None, :]
         else:
             b_dx += _rows_from(b_dp, k, BT, BD, SHIFT) * b_w[None, :]
     # dweight and dbias sum over the written rows only:
     # dweight[w] = sum_t dpre[t] * x[t - (W - 1) + w] and dbias = sum_t dpre[t]
     b_dp = tl.where(m_o[:, None], b_dp, 0.0)
     p_part = i_c * W * D + o_d
-    if SHIFT == 1:
+    if SHIFT != 2:
         for w in tl.static_range(W):
             b_x = _load_window(x, h0t, p_x0, s_xt, p_h0, o_r + (w - (W - 1)), lo, hi, m_o, o_d, m_d, D,
                                W, USE_H0)  # [BT, BD]
