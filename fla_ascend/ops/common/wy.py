@@ -22,7 +22,7 @@ import triton.language as tl
 
 from fla_ascend import backend
 from fla_ascend.ops.common.chunk_index import chunk_bounds
-from fla_ascend.ops.common.tiles import dot_dim, dot_operand, dot_precision, npu_tiles, stage_launch
+from fla_ascend.ops.common.tiles import dot_dim, dot_operand, dot_precision, f32_dot_chain, npu_tiles, stage_launch
 from fla_ascend.tiling import task_plan
 from fla_ascend.tiling.sizes import cdiv
 from fla_ascend.tiling.ub import Tile
@@ -154,7 +154,7 @@ def _chunk_wy_fwd_task(
     i_task, k, v, g_cum, beta_t, w, u, Ai, chunk_indices, cu_seqlens, T, NT, TT,
     H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr,
     BT: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr,
-    DOT_PRECISION: tl.constexpr, AI_MODE: tl.constexpr, IS_VARLEN: tl.constexpr,
+    DOT_PRECISION: tl.constexpr, AI_MODE: tl.constexpr, IS_VARLEN: tl.constexpr, F32_CHAIN: tl.constexpr,
 ):
     i_c = i_task // HV
     i_hv = i_task % HV
@@ -193,7 +193,10 @@ def _chunk_wy_fwd_task(
         o_k = i_k * BK + tl.arange(0, BK)
         m_k = m_t[:, None] & (o_k < K)[None, :]
         b_k = tl.load(k_base + o_t[:, None] * (H * K) + o_k[None, :], mask=m_k, other=0.0)  # [BT, BK]
-        b_w = tl.dot(dot_operand(b_Ai_k), (b_k * b_kscale[:, None]).to(b_k.dtype))  # [BT, BK]
+        if F32_CHAIN:  # A5 at chunk 16 or with 16-wide V blocks (tiles.f32_dot_chain)
+            b_w = tl.dot(dot_operand(b_Ai), b_k.to(tl.float32) * b_kscale[:, None])  # [BT, BK]
+        else:
+            b_w = tl.dot(dot_operand(b_Ai_k), (b_k * b_kscale[:, None]).to(b_k.dtype))  # [BT, BK]
         tl.store(w_base + o_t[:, None] * (HV * K) + o_k[None, :], b_w.to(w.dtype.element_ty), mask=m_k)
     b_Ai_v = b_Ai.to(v.dtype.element_ty)
     v_base = v + (t0 * HV + i_hv) * V
@@ -202,7 +205,10 @@ def _chunk_wy_fwd_task(
         o_v = i_v * BV + tl.arange(0, BV)
         m_v = m_t[:, None] & (o_v < V)[None, :]
         b_v = tl.load(v_base + o_t[:, None] * (HV * V) + o_v[None, :], mask=m_v, other=0.0)  # [BT, BV]
-        b_u = tl.dot(dot_operand(b_Ai_v), (b_v * b_beta[:, None]).to(b_v.dtype))  # [BT, BV]
+        if F32_CHAIN:
+            b_u = tl.dot(dot_operand(b_Ai), b_v.to(tl.float32) * b_beta[:, None])  # [BT, BV]
+        else:
+            b_u = tl.dot(dot_operand(b_Ai_v), (b_v * b_beta[:, None]).to(b_v.dtype))  # [BT, BV]
         tl.store(u_base + o_t[:, None] * (HV * V) + o_v[None, :], b_u.to(u.dtype.element_ty), mask=m_v)
 
 
@@ -212,6 +218,7 @@ def chunk_wy_fwd_kernel(
     H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr,
     BT: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr,
     DOT_PRECISION: tl.constexpr, AI_MODE: tl.constexpr, IS_VARLEN: tl.constexpr, TASK_LOOP: tl.constexpr,
+    F32_CHAIN: tl.constexpr = False,
 ):
     """Stage 2 forward (module doc). UB on an A2/A3 vector core: at ``BT = 64`` the launch that
     computes the inverse plans 195136-196608 B of the 196608 B UB (99-100%; 186432 B at K = 16;
@@ -223,10 +230,10 @@ def chunk_wy_fwd_kernel(
     if TASK_LOOP:
         for i_task in tl.range(tl.program_id(0), n_tasks, n_programs):
             _chunk_wy_fwd_task(i_task, k, v, g_cum, beta_t, w, u, Ai, chunk_indices, cu_seqlens, T, NT, TT,
-                               H, HV, K, V, BT, BK, BV, DOT_PRECISION, AI_MODE, IS_VARLEN)
+                               H, HV, K, V, BT, BK, BV, DOT_PRECISION, AI_MODE, IS_VARLEN, F32_CHAIN)
     else:
         _chunk_wy_fwd_task(tl.program_id(0), k, v, g_cum, beta_t, w, u, Ai, chunk_indices, cu_seqlens, T, NT, TT,
-                           H, HV, K, V, BT, BK, BV, DOT_PRECISION, AI_MODE, IS_VARLEN)
+                           H, HV, K, V, BT, BK, BV, DOT_PRECISION, AI_MODE, IS_VARLEN, F32_CHAIN)
 
 
 def chunk_wy_fwd(
@@ -292,7 +299,7 @@ def chunk_wy_fwd(
         H=H, HV=HV, K=K, V=V, BT=chunk_size,
         BK=BK, BV=BV,
         DOT_PRECISION=dot_precision("wy_fwd", k.dtype), AI_MODE=ai_mode, IS_VARLEN=cu_seqlens is not None,
-        TASK_LOOP=plan.task_loop,
+        TASK_LOOP=plan.task_loop, F32_CHAIN=f32_dot_chain(chunk_size, BV),
         **stage_launch("wy_fwd", s.get("multibuffer")),
     )
     return w, u, Ai
