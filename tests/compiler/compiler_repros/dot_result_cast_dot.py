@@ -11,8 +11,8 @@ it is the same cause for the other launches ending with it (``chunk_bwd_dh``, ``
 at ``BT = 64``, ``chunk_fwd_h`` at ``K = 256``) is not established (2026-12-01).
 
 Restructured (:func:`fixed_kernel`): keep the first dot's float32 result and cast the other
-operand up (``dot(A, v.to(float32))``); it compiles for both chips. The package's kernels are not
-restructured yet.
+operand up (``dot(A, v.to(float32))``); it compiles for both chips. The package's chunk stages do
+this on A5 at ``chunk_size = 16`` and with 16-wide V blocks (``tiles.f32_dot_chain``).
 """
 import torch
 import triton

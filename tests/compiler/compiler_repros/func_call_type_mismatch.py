@@ -16,7 +16,7 @@ for both chips; with a runtime trip count (``NV`` a plain argument) the failing 
 too. A copy of ``chunk_bwd_dqkwg``'s task whose V loop runs ``range(NV)`` with ``NV`` a runtime
 argument (instead of ``range(tl.cdiv(V, BV))``) compiles at ``chunk_size`` 32 on A5 and A2; at 16
 it then stops at the ``PatternMatch.cpp:135`` assertion of ``dot_result_cast_dot``. The package's
-kernel is not restructured yet.
+kernel takes the runtime trip count off CUDA (``RUNTIME_NV``).
 """
 import torch
 import triton
