@@ -38,7 +38,8 @@ qwen3next``, 2026-12-03): 864 us at ``BK = 128, BV = 64`` (the UB model's pick),
 NPU_DQKWG_TILE = MappingProxyType({"BK": 128, "BV": 32})
 """NPU ``BK`` (capped at ``dot_dim(K)``) and ``BV`` of :func:`chunk_bwd_dqkwg` at ``chunk_size = 64``,
 chosen by the compiled plan's estimate rather than the UB model (smaller chunks keep the model's
-pick: at ``[128, 32]`` their plans fill 98-99% of UB instead of 73-85%): its cross-core waits are
+pick: at ``[128, 32]`` their plans fill 98-99% of UB instead of 73-85%; so does A5 with 16-wide V
+blocks, whose float32 dot operands overflow its UB at ``BK = 128``): its cross-core waits are
 about 16 per task of (chunk, value head, K block), so one K block halves them. B1 T4096 H16 HV32,
 Ascend910B2, calibrated constants (``fla-ascend estimate chunk_gated_delta_rule --shape
 qwen3next``, 2026-12-03): 3140 us at
@@ -273,7 +274,10 @@ def _chunk_bwd_dqkwg_task(
         b_dS += tl.dot(dot_operand(b_do), tl.trans(b_vn))  # b_do is read again (R7)
         b_dq += tl.dot(b_do, tl.trans(b_h))
         b_dk += tl.dot(b_vn, tl.trans(b_dh))
-        b_dw += tl.dot(b_dvn.to(b_h.dtype), tl.trans(b_h))
+        if F32_CHAIN:  # A5 with 16-wide V blocks (tiles.f32_dot_chain)
+            b_dw += tl.dot(b_dvn.to(tl.float32), tl.trans(b_h).to(tl.float32))
+        else:
+            b_dw += tl.dot(b_dvn.to(b_h.dtype), tl.trans(b_h))
         b_hdh += tl.sum(b_h.to(tl.float32) * b_dh.to(tl.float32), 1)
     m_tk = m_t[:, None] & m_k[None, :]
     p_qk = (t0 * H + i_h) * K + o_t[:, None] * (H * K) + o_k[None, :]
@@ -371,7 +375,9 @@ def chunk_bwd_dqkwg(
     """
     B, T, H, K = q.shape
     HV, V = do.shape[2], do.shape[3]
-    if backend.device_type() == "npu" and chunk_size == 64:
+    # on A5 with 16-wide V blocks the float32 dot operands (f32_dot_chain) overflow UB at BK = 128
+    a5_f32 = f32_dot_chain(min(NPU_DQKWG_TILE["BV"], dot_dim(V)))
+    if backend.device_type() == "npu" and chunk_size == 64 and not a5_f32:
         s = dict(NPU_DQKWG_TILE)
     else:
         s = npu_tiles(BWD_DQKWG_TILES, chunk_size, q, {"BK": [64], "BV": [64, 32, 16]}) or {"BK": 64, "BV": 64}
