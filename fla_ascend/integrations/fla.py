@@ -42,7 +42,6 @@ tests/integrations/test_fla_backend.py.
 """
 from __future__ import annotations
 
-import contextlib
 import importlib
 import importlib.metadata
 import importlib.util
@@ -56,6 +55,7 @@ import torch
 
 from fla_ascend import backend
 from fla_ascend import ops as _ops
+from fla_ascend.integrations.handles import Handle, Handles
 from fla_ascend.ops.causal_conv1d.conv import MAX_W
 from fla_ascend.ops.gated_delta_rule.chunk import CUDA_MIN_BWD_HEAD_DIM
 from fla_ascend.ops.gated_delta_rule.inputs import MAX_HEAD_DIM
@@ -144,9 +144,6 @@ reporting itself disabled while no handle routes its op: fla then dispatches as 
 
 _stats: dict[str, Counter] = {}
 """fla function -> ``"fla_ascend"`` (calls taken) and each rejection reason -> count."""
-
-_generation = 0
-"""Incremented by :func:`disable`: handles from before it close without effect."""
 
 _warned_version: set[str] = set()
 
@@ -582,31 +579,24 @@ def _devices(devices: Iterable[str] | str) -> list[str]:
     return devices
 
 
-class _Enabled(contextlib.AbstractContextManager):
-    """Returned by :func:`enable`; as a context manager it undoes that call on exit: an op (on a
-    device) goes back to flash-linear-attention's dispatch only when no other open handle routes it."""
-
-    def __init__(self, ops: list[str], devices: list[str]):
-        self.ops = ops
-        self.devices = devices
-        self.generation = _generation
-        self.open = True
-
-    def __exit__(self, *exc) -> None:
-        if not self.open or self.generation != _generation:
-            return
-        self.open = False
-        for op in self.ops:
-            counts = _open.get(op)
-            if counts is None:
-                continue
-            for d in self.devices:
-                counts[d] -= 1
-            if not any(n > 0 for n in counts.values()):
-                del _open[op]
+def _release(token: tuple[list[str], list[str]]) -> None:
+    """One closed handle's ops and devices: an op (on a device) goes back to flash-linear-attention's
+    dispatch only when no other open handle routes it."""
+    ops, devices = token
+    for op in ops:
+        counts = _open.get(op)
+        if counts is None:
+            continue
+        for d in devices:
+            counts[d] -= 1
+        if not any(n > 0 for n in counts.values()):
+            del _open[op]
 
 
-def enable(ops: Iterable[str] | str | None = None, devices: Iterable[str] | str = ("npu", "cuda")) -> _Enabled:
+_HANDLES = Handles(_release)
+
+
+def enable(ops: Iterable[str] | str | None = None, devices: Iterable[str] | str = ("npu", "cuda")) -> Handle:
     """Register fla-ascend as a backend of flash-linear-attention's registry, so that fla's own
     calls (``fla.ops.gated_delta_rule.chunk_gated_delta_rule``, ``fla.modules.ShortConvolution``, ...)
     run fla-ascend's kernels where fla-ascend supports the arguments.
@@ -643,15 +633,14 @@ def enable(ops: Iterable[str] | str | None = None, devices: Iterable[str] | str 
         counts = _open.setdefault(op, Counter())
         for d in devs:
             counts[d] += 1
-    return _Enabled(chosen, devs)
+    return _HANDLES.open((chosen, devs))
 
 
 def disable() -> None:
     """Return every op to flash-linear-attention's own dispatch (a no-op when nothing is enabled),
     whatever handles are open. Our backends stay listed in fla's registry, disabled: fla then picks
     exactly the backends it picked before :func:`enable`."""
-    global _generation
-    _generation += 1
+    _HANDLES.end_all()
     _open.clear()
 
 

@@ -27,7 +27,6 @@ padded batch, cached decode, training gradients) against transformers' own PyTor
 """
 from __future__ import annotations
 
-import contextlib
 import functools
 import importlib
 import importlib.util
@@ -38,6 +37,7 @@ from pathlib import Path
 
 import torch
 
+from fla_ascend.integrations.handles import Handle, Handles
 from fla_ascend.ops import causal_conv1d, causal_conv1d_update, chunk_gated_delta_rule, fused_recurrent_gated_delta_rule
 from fla_ascend.ops.utils import check_bools
 
@@ -56,9 +56,6 @@ _patched: dict[tuple[str, str], Callable] = {}
 _counts: dict[tuple[str, str], int] = {}
 """``(module name, attribute)`` -> how many :func:`enable` handles that replaced it are still open:
 the original comes back when the last one closes (nested ``with enable(...)`` blocks)."""
-
-_generation = 0
-"""Incremented by :func:`disable`: handles from before it close without effect."""
 
 
 def _keep_named(fn: Callable) -> Callable:
@@ -205,28 +202,21 @@ def _selected(models: Iterable[str] | None) -> dict[str, dict[str, str]]:
     return chosen
 
 
-class _Enabled(contextlib.AbstractContextManager):
-    """Returned by :func:`enable`; as a context manager it undoes that call on exit: a name goes
-    back to transformers' original only when no other open handle replaced it too."""
-
-    def __init__(self, keys: list[tuple[str, str]]):
-        self.keys = keys
-        self.generation = _generation
-        self.open = True
-
-    def __exit__(self, *exc) -> None:
-        if not self.open or self.generation != _generation:
-            return
-        self.open = False
-        done = []
-        for key in self.keys:
-            _counts[key] -= 1
-            if _counts[key] == 0:
-                done.append(key)
-        _restore(done)
+def _release(keys: list[tuple[str, str]]) -> None:
+    """One closed handle's names: each goes back to transformers' original only when no other open
+    handle replaced it too."""
+    done = []
+    for key in keys:
+        _counts[key] -= 1
+        if _counts[key] == 0:
+            done.append(key)
+    _restore(done)
 
 
-def enable(models: Iterable[str] | None = None) -> _Enabled:
+_HANDLES = Handles(_release)
+
+
+def enable(models: Iterable[str] | None = None) -> Handle:
     """Route transformers' linear-attention kernel calls to fla-ascend's ops.
 
     Args:
@@ -253,7 +243,7 @@ def enable(models: Iterable[str] | None = None) -> _Enabled:
             setattr(module, attr, ADAPTERS[kernel])
             _counts[key] = _counts.get(key, 0) + 1
             keys.append(key)
-    return _Enabled(keys)
+    return _HANDLES.open(keys)
 
 
 def _restore(keys: Iterable[tuple[str, str]]) -> None:
@@ -267,8 +257,7 @@ def _restore(keys: Iterable[tuple[str, str]]) -> None:
 def disable() -> None:
     """Put back every function :func:`enable` replaced (a no-op when nothing is enabled), whatever
     handles are open."""
-    global _generation
-    _generation += 1
+    _HANDLES.end_all()
     _restore(list(_patched))
 
 
