@@ -18,7 +18,14 @@ import triton.language as tl
 
 from fla_ascend import backend
 from fla_ascend.ops.common.chunk_index import seq_bounds
-from fla_ascend.ops.common.tiles import cuda_launch, dot_dim, f32_dot_chain, launch_first_fitting, npu_tiles
+from fla_ascend.ops.common.tiles import (
+    cuda_launch,
+    dot_chained,
+    dot_dim,
+    f32_dot_chain,
+    launch_first_fitting,
+    npu_tiles,
+)
 from fla_ascend.tiling import task_plan
 from fla_ascend.tiling.sizes import cdiv
 from fla_ascend.tiling.ub import Tile
@@ -67,10 +74,7 @@ def _chunk_fwd_h_task(
         p_u = (t0 * HV + i_hv) * V + o_t[:, None] * (HV * V) + o_v[None, :]
         m_tv = m_t[:, None] & m_v[None, :]
         b_v = tl.load(u + p_u, mask=m_tv, other=0.0).to(tl.float32)  # [BT, BV]
-        if F32_CHAIN:  # A5 with 16-wide V blocks (tiles.f32_dot_chain)
-            b_v -= tl.dot(b_w.to(tl.float32), b_h)
-        else:
-            b_v -= tl.dot(b_w, b_h.to(b_w.dtype))
+        b_v -= dot_chained(b_w, b_h, F32_CHAIN)  # F32_CHAIN: A5 with 16-wide V blocks
         tl.store(v_new + p_u, b_v.to(v_new.dtype.element_ty), mask=m_tv)
         p_gate = tl.cast(i_hv, tl.int64) * TT + t0
         b_g = tl.load(g_cum + p_gate + o_t, mask=m_t, other=0.0)  # [BT]
@@ -78,10 +82,7 @@ def _chunk_fwd_h_task(
         b_v = tl.where(m_t[:, None], b_v * tl.exp(b_g_last - b_g)[:, None], 0.0)
         b_k = tl.load(k + (t0 * H + i_h) * K + o_t[:, None] * (H * K) + o_k[None, :],
                       mask=m_t[:, None] & m_k[None, :], other=0.0)  # [BT, BK]
-        if F32_CHAIN:
-            b_h = b_h * tl.exp(b_g_last) + tl.dot(tl.trans(b_k).to(tl.float32), b_v)
-        else:
-            b_h = b_h * tl.exp(b_g_last) + tl.dot(tl.trans(b_k), b_v.to(b_k.dtype))
+        b_h = b_h * tl.exp(b_g_last) + dot_chained(tl.trans(b_k), b_v, F32_CHAIN)
     if STORE_FINAL_STATE:
         tl.store(ht + state_base + p_state, b_h, mask=m_h)
 
@@ -237,23 +238,16 @@ def _chunk_bwd_dh_task(
         # the decay scales the dot's rows after it, so k enters the dot as loaded (H200, B8 T2048:
         # 0.539 -> 0.328 ms with 3 pipeline stages; presumably k then stays in the pipelined
         # shared-memory buffer, not checked in the SASS: cases.md)
-        if F32_CHAIN:  # A5 with 16-wide V blocks (tiles.f32_dot_chain)
-            b_kdh = tl.dot(b_k.to(tl.float32), b_dh)
-        else:
-            b_kdh = tl.dot(b_k, b_dh.to(b_k.dtype))
-        b_dv = b_kdh * tl.where(m_t, tl.exp(b_g_last - b_g), 0.0)[:, None] \
+        # F32_CHAIN: A5 with 16-wide V blocks (tiles.f32_dot_chain)
+        b_dv = dot_chained(b_k, b_dh, F32_CHAIN) * tl.where(m_t, tl.exp(b_g_last - b_g), 0.0)[:, None] \
             + tl.load(dv_local + p_v, mask=m_tv, other=0.0)  # [BT, BV]
         tl.store(dv_new + p_v, b_dv.to(dv_new.dtype.element_ty), mask=m_tv)
         b_q = tl.load(q + p_qk, mask=m_tk, other=0.0)  # [BT, BK]
         b_qd = (b_q * (tl.exp(b_g) * scale)[:, None]).to(b_q.dtype)
         b_do = tl.load(do + p_v, mask=m_tv, other=0.0)  # [BT, BV]
         b_w = tl.load(w + (t0 * HV + i_hv) * K + o_t[:, None] * (HV * K) + o_k[None, :], mask=m_tk, other=0.0)
-        if F32_CHAIN:
-            b_dh = b_dh * tl.exp(b_g_last) + tl.dot(tl.trans(b_qd), b_do.to(b_qd.dtype)) \
-                - tl.dot(tl.trans(b_w).to(tl.float32), b_dv)
-        else:
-            b_dh = b_dh * tl.exp(b_g_last) + tl.dot(tl.trans(b_qd), b_do.to(b_qd.dtype)) \
-                - tl.dot(tl.trans(b_w), b_dv.to(b_w.dtype))
+        b_dh = b_dh * tl.exp(b_g_last) + tl.dot(tl.trans(b_qd), b_do.to(b_qd.dtype)) \
+            - dot_chained(tl.trans(b_w), b_dv, F32_CHAIN)
     if USE_INITIAL_STATE:
         tl.store(dh0 + state_base + p_state, b_dh, mask=m_h)
 

@@ -306,10 +306,7 @@ def _chunk_bwd_dqkwg_task(
     b_dq += dot_chained(b_dSg, b_k, F32_CHAIN)
     # (dSg^T q) written as (q^T dSg)^T: a tl.trans of a dot result used as a dot operand is
     # miscompiled on Hopper by Triton 3.4 to 3.7.0 (wrong dk; flash-linear-attention issue 640)
-    if F32_CHAIN:
-        b_dk += tl.trans(tl.dot(tl.trans(b_q).to(tl.float32), b_dSg))
-    else:
-        b_dk += tl.trans(tl.dot(tl.trans(b_q), b_dSg.to(b_q.dtype)))
+    b_dk += tl.trans(dot_chained(tl.trans(b_q), b_dSg, F32_CHAIN))
     p_out = (t0 * HV + i_hv) * K + o_t[:, None] * (HV * K) + o_k[None, :]
     tl.store(dq + p_out, b_dq.to(dq.dtype.element_ty), mask=m_tk)
     tl.store(dk + p_out, b_dk, mask=m_tk)

@@ -210,14 +210,20 @@ def f32_dot_chain(*sizes: int) -> bool:
 
 @triton.jit
 def dot_chained(a, b, F32_CHAIN: tl.constexpr):
-    """``a @ b`` for a float32 ``a`` that is another dot's result: ``a`` cast to ``b``'s dtype, or with
-    ``F32_CHAIN`` (:func:`f32_dot_chain`) ``b`` cast to float32 and ``a`` passed as
-    :func:`dot_operand` (a copy where R7 applies). Either way ``a`` is not the dot's own left
-    operand, so the caller may read it again."""
+    """``a @ b`` where one operand is float32 (another dot's result) and the other is in the input
+    dtype: the float32 one cast to the other's dtype, or with ``F32_CHAIN`` (:func:`f32_dot_chain`)
+    the other cast to float32 (a float32 left operand then passed as :func:`dot_operand`, a copy
+    where R7 applies). Either way the caller may read ``a`` and ``b`` again."""
     if F32_CHAIN:
-        r = tl.dot(dot_operand(a), b.to(tl.float32))
+        if a.dtype == tl.float32:
+            r = tl.dot(dot_operand(a), b.to(tl.float32))
+        else:
+            r = tl.dot(a.to(tl.float32), b)
     else:
-        r = tl.dot(a.to(b.dtype), b)
+        if a.dtype == tl.float32:
+            r = tl.dot(a.to(b.dtype), b)
+        else:
+            r = tl.dot(a, b.to(a.dtype))
     return r
 
 
