@@ -28,14 +28,15 @@ def validate_kda_inputs(
     """
     x = validate_inputs(
         op, q, k, v, None, beta, scale, initial_state, cu_seqlens, False, None, None, output_final_state,
-        gk=g, gates_optional=True, use_beta_sigmoid_in_kernel=use_beta_sigmoid_in_kernel,
+        gates_optional=True, use_beta_sigmoid_in_kernel=use_beta_sigmoid_in_kernel,
         allow_neg_eigval=allow_neg_eigval, state_v_first=state_v_first, cu_seqlens_cpu=cu_seqlens_cpu,
         chunk_indices=chunk_indices, chunk_size=chunk_size,
     )
     with op_errors(op):
         HV, K = v.shape[2], q.shape[3]
-        if g is None:
-            raise ValueError(f"g of shape [B, T, HV, K] = {[*q.shape[:2], HV, K]} is required, got None")
+        check_tensor("g", g, (q.shape[0], q.shape[1], HV, K), dtypes=FLOAT_DTYPES)
+        if g.device != q.device:
+            raise ValueError(f"g must be on q's device {q.device}, got {g.device}")
         if beta is None or beta.dim() != 3:
             check_tensor("beta", beta, (q.shape[0], q.shape[1], HV), dtypes=FLOAT_DTYPES)
         if lower_bound is not None:
@@ -60,6 +61,7 @@ def validate_kda_inputs(
         for name, t in (("A_log", A_log), ("dt_bias", dt_bias)):
             if isinstance(t, torch.Tensor) and t.device != q.device:
                 raise ValueError(f"{name} must be on q's device {q.device}, got {t.device}")
+    x.gk = g.contiguous()
     x.A_log = None if A_log is None else A_log.contiguous()
     x.dt_bias = None if dt_bias is None else dt_bias.contiguous()
     return x
