@@ -13,6 +13,7 @@ import torch
 import triton
 import triton.language as tl
 
+from fla_ascend import backend
 from fla_ascend.ops.common.chunk_index import chunk_bounds
 from fla_ascend.ops.common.cumsum import GATE_FLOOR
 from fla_ascend.ops.utils.math import sigmoid, softplus
@@ -22,6 +23,9 @@ from fla_ascend.tiling.sizes import cdiv, next_pow2
 _GATE_FLOOR = tl.constexpr(GATE_FLOOR)
 GATE_BK = 64
 """Widest K block of the gate tiles (``[BT, BK]`` float32)."""
+NPU_GATE_BK = 32
+"""The K block of the gate stages with the activation in the kernel on an NPU: at ``BK = 64`` and
+chunk 64 bishengir-compile plans 175744-191424 B of the 196608 B UB (Ascend910B2, 2026-12-03)."""
 
 
 @triton.jit
@@ -85,8 +89,9 @@ def kda_gate_cumsum_kernel(
                               T, NT, HV, K, BT, BK, USE_GATE, HAS_A, HAS_DT_BIAS, LOWER_BOUND, IS_VARLEN)
 
 
-def _gate_bk(K: int) -> int:
-    return min(GATE_BK, next_pow2(K))
+def _gate_bk(K: int, use_gate: bool) -> int:
+    npu = use_gate and backend.device_type() == "npu"
+    return min(NPU_GATE_BK if npu else GATE_BK, next_pow2(K))
 
 
 def kda_gate_cumsum(
@@ -115,7 +120,7 @@ def kda_gate_cumsum(
     """
     B, T, HV, K = g.shape
     g_cum = torch.empty(B, T, HV, K, dtype=torch.float32, device=g.device)
-    BK = _gate_bk(K)
+    BK = _gate_bk(K, use_gate)
     n_tasks = n_chunks * HV * cdiv(K, BK)
     plan = task_plan(n_tasks, "vector")
     kda_gate_cumsum_kernel[plan.grid](
@@ -225,7 +230,7 @@ def kda_gate_cumsum_bwd(
         ``[HV * K]`` float32 (``None`` when not used), reduced over chunks in a fixed order.
     """
     B, T, HV, K = g.shape
-    BK = _gate_bk(K)
+    BK = _gate_bk(K, use_gate)
     NK = cdiv(K, BK)
     dg = torch.empty_like(g)
     has_a = use_gate and A_log is not None

@@ -25,8 +25,9 @@ import torch
 import triton
 import triton.language as tl
 
+from fla_ascend import backend
 from fla_ascend.ops.common.chunk_index import chunk_bounds
-from fla_ascend.ops.common.tiles import dot_dim, dot_precision
+from fla_ascend.ops.common.tiles import dot_dim, dot_operand, dot_precision
 from fla_ascend.ops.common.wy import wy_dot, wy_inverse
 from fla_ascend.ops.utils.math import masked_exp
 from fla_ascend.tiling import task_plan
@@ -38,14 +39,18 @@ INTRA_BK = 64
 """Widest K block of the stage's ``[BT, BK]`` tiles."""
 WY_BV = 64
 """Widest V block of the stage's ``[BT, BV]`` tiles."""
+NPU_BK = 32
+"""The K block (and the WY backward's V block) on an NPU. bishengir-compile's plans at ``BK = 64``
+(Ascend910B2, 2026-12-03): the intra stage 182784 B of the 196608 B UB at chunk 64 (93%), its
+backward 191 KB (100%), the WY backward 184832 B (94%)."""
 
 
 def _bk(K: int) -> int:
-    return min(INTRA_BK, dot_dim(K))
+    return min(NPU_BK if backend.device_type() == "npu" else INTRA_BK, dot_dim(K))
 
 
 def _bv(V: int) -> int:
-    return min(WY_BV, dot_dim(V))
+    return min(NPU_BK if backend.device_type() == "npu" else WY_BV, dot_dim(V))
 
 
 @triton.jit
@@ -175,7 +180,7 @@ def _kda_wy_fwd_task(
         b_k = tl.load(k + (t0 + o_t)[:, None] * (H * K) + i_h * K + o_k[None, :], mask=m_tk, other=0.0)
         b_G = tl.load(g_cum + (t0 + o_t)[:, None] * (HV * K) + i_hv * K + o_k[None, :], mask=m_tk, other=0.0)
         b_x = b_k.to(tl.float32) * masked_exp(b_G, m_tk) * b_beta[:, None]
-        b_w = tl.dot(b_Ai_k, b_x.to(k.dtype.element_ty))
+        b_w = tl.dot(dot_operand(b_Ai_k), b_x.to(k.dtype.element_ty))
         tl.store(w + (t0 + o_t)[:, None] * (HV * K) + i_hv * K + o_k[None, :], b_w.to(w.dtype.element_ty),
                  mask=m_tk)
     b_Ai_v = b_Ai.to(v.dtype.element_ty)
@@ -184,7 +189,7 @@ def _kda_wy_fwd_task(
         m_tv = m_t[:, None] & (o_v < V)[None, :]
         p_v = (t0 + o_t)[:, None] * (HV * V) + i_hv * V + o_v[None, :]
         b_v = tl.load(v + p_v, mask=m_tv, other=0.0)
-        b_u = tl.dot(b_Ai_v, (b_v.to(tl.float32) * b_beta[:, None]).to(v.dtype.element_ty))
+        b_u = tl.dot(dot_operand(b_Ai_v), (b_v.to(tl.float32) * b_beta[:, None]).to(v.dtype.element_ty))
         tl.store(u + p_v, b_u.to(u.dtype.element_ty), mask=m_tv)
 
 
@@ -426,8 +431,8 @@ def _kda_intra_bwd_task(
         m_before = (m_a & (o_a < r0))[:, None] & m_k[None, :]
         b_kb = b_ka * masked_exp(b_gn[None, :] - b_Ga, m_before)
         b_fi = masked_exp(b_Gi - b_gn[None, :], m_ik)
-        b_rkk = wy_dot(b_Pkk, b_kb, dt, DOT_PRECISION) * b_fi  # [16, BK]
-        b_rqk = wy_dot(b_Pqk, b_kb, dt, DOT_PRECISION) * b_fi
+        b_rkk = wy_dot(dot_operand(b_Pkk), b_kb, dt, DOT_PRECISION) * b_fi  # [16, BK]
+        b_rqk = wy_dot(dot_operand(b_Pqk), b_kb, dt, DOT_PRECISION) * b_fi
         # column side, later sub-chunks: sum_i P_ij x_i exp(G_i - G_j) = exp(G_m - G_j) (P^T (x exp(G - G_m)))_j
         m_after = (m_a & (o_a > r1))[:, None] & m_k[None, :]
         b_ea = masked_exp(b_Ga - b_gm[None, :], m_after)

@@ -16,7 +16,7 @@ import triton
 import triton.language as tl
 
 from fla_ascend.ops.common.chunk_index import chunk_bounds
-from fla_ascend.ops.common.tiles import dot_dim
+from fla_ascend.ops.common.tiles import dot_dim, dot_operand
 from fla_ascend.ops.utils.math import masked_exp
 from fla_ascend.tiling import task_plan
 from fla_ascend.tiling.sizes import cdiv
@@ -122,7 +122,7 @@ def _kda_bwd_dav_task(
         p_v = (t0 + o_t)[:, None] * (HV * V) + i_hv * V + o_v[None, :]
         b_do = tl.load(do + p_v, mask=m_tv, other=0.0)
         b_vn = tl.load(v_new + p_v, mask=m_tv, other=0.0)
-        b_dA += tl.dot(b_do, tl.trans(b_vn.to(b_do.dtype)))
+        b_dA += tl.dot(dot_operand(b_do), tl.trans(b_vn.to(b_do.dtype)))
         tl.store(dv_local + p_v, tl.dot(tl.trans(b_A).to(b_do.dtype), b_do), mask=m_tv)
     m_causal = (o_t[:, None] >= o_t[None, :]) & m_t[:, None] & m_t[None, :]
     tl.store(dAqk + p_A, tl.where(m_causal, b_dA, 0.0), mask=m_t[:, None])
