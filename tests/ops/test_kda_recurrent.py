@@ -11,6 +11,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from fla_ascend import backend
 from fla_ascend.ops import fused_recurrent_kda
 from fla_ascend.ops.kda.reference import naive_recurrent_kda
 
@@ -147,6 +148,22 @@ CASES = [
 def test_fused_recurrent_kda(case, dtype, device, nan_empty):
     with torch.no_grad():
         _check(case, dtype, device)
+
+
+@pytest.mark.parametrize("case", [pytest.param(c, id=c.id) for c in (
+    Case(2, 3, 2, 4, 256, 100, gate="lb"), Case(1, 6, 1, 2, 60, 128, gate="kernel", varlen=(0, 2, 6)))])
+def test_npu_plan(case, nan_empty):
+    """The Ascend910B2 launch plan (the UB-fitted ``BV`` with the per-row gate's tiles, the vector
+    core count, ``multibuffer=False``), run under the interpreter."""
+    if not backend.is_interpreter():
+        pytest.skip("the NPU plan is run under the interpreter here")
+    from fla_ascend.tiling.chips import get_chip
+
+    chip = get_chip("Ascend910B2")
+    target = backend.current().replace(device_type="npu", chip=chip, cube_cores=chip.cube_cores,
+                                       vector_cores=chip.vector_cores)
+    with backend.use(target), torch.no_grad():
+        _check(case, torch.float32, "cpu")
 
 
 def test_empty_sequence_keeps_initial_state(device, nan_empty):
