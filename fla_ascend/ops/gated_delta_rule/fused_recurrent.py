@@ -182,7 +182,7 @@ RECURRENT_TILES = [
     Tile(("2 * STATE_V_FIRST", "BK", "BV"), "fp32", "the transposed state tiles of a V-first state"),
     Tile(("STATE_V_FIRST", "BK", "BK"), "fp32", "the on-chip transposes' scratch"),
     Tile(("USE_GK", "BK"), "fp32", "gk row decays"), Tile(("USE_GV", "BV"), "fp32", "gv column decays"),
-    Tile(("6 * GATE_GK", "BK"), "fp32", "the per-row gate activation: dt_bias row, softplus or sigmoid temporaries"),
+    Tile(("4 * GATE_GK", "BK"), "fp32", "the per-row gate activation: dt_bias row, softplus or sigmoid temporaries"),
 ]
 """Live tiles of :func:`fused_recurrent_gated_delta_rule_kernel` for the UB model, for a launch
 with ``multibuffer=False``. bishengir-compile (Ascend910B2) then plans four ``[BK, BV]`` fp32
