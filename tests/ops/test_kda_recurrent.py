@@ -150,6 +150,17 @@ def test_fused_recurrent_kda(case, dtype, device, nan_empty):
         _check(case, dtype, device)
 
 
+KIMI_DECODE = [Case(64, 1, 32, 32, 128, 128, gate="kernel", beta="sigmoid"),  # Kimi Linear's decode call
+               Case(64, 1, 32, 32, 128, 128, gate="kernel", beta="sigmoid", state_v_first=True)]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("case", [pytest.param(c, id=c.id) for c in CASES + KIMI_DECODE])
+def test_fused_recurrent_kda_gpu_bf16(case, device, nan_empty):
+    with torch.no_grad():
+        _check(case, torch.bfloat16, device)
+
+
 @pytest.mark.parametrize("case", [pytest.param(c, id=c.id) for c in (
     Case(2, 3, 2, 4, 256, 100, gate="lb"), Case(1, 6, 1, 2, 60, 128, gate="kernel", varlen=(0, 2, 6)))])
 def test_npu_plan(case, nan_empty):
