@@ -211,6 +211,13 @@ def test_out_and_inplace_final_state(device, nan_empty):
     assert o is out and ht is h0
     assert_close("o", ref_o, out, RATIO)
     assert_close("final_state", ref_h, h0, RATIO)
+    h0 = x["initial_state"].clone()  # grad mode on, q requires grad: the same tensors come back
+    o, ht = fused_recurrent_kda(**{**x, "q": x["q"].clone().requires_grad_(), "initial_state": h0},
+                                out=torch.empty_like(x["v"]), inplace_final_state=True)
+    assert ht is h0 and o.requires_grad
+    assert_close("final_state (grad mode)", ref_h, h0, RATIO)
+    with pytest.raises(ValueError, match="cannot overwrite an initial_state that requires grad"):
+        fused_recurrent_kda(**{**x, "initial_state": h0.requires_grad_()}, inplace_final_state=True)
     with torch.no_grad():  # ssm_state_indices / num_accepted_tokens = None are accepted
         o, ht = fused_recurrent_kda(**x, ssm_state_indices=None, num_accepted_tokens=None)
     assert ht is None

@@ -269,7 +269,10 @@ class FusedRecurrentFunction(torch.autograd.Function):
         options = dict(options)
         ctx.op, ctx.chunk_op = options.pop("op", "fused_recurrent_gated_delta_rule"), options.pop(
             "chunk_op", "chunk_gated_delta_rule")
-        return fused_recurrent_gated_delta_rule_fwd(x, output_final_state, *flags, **options)
+        result = fused_recurrent_gated_delta_rule_fwd(x, output_final_state, *flags, **options)
+        # a final state written into an input (inplace_final_state) is returned as that tensor
+        ctx.mark_dirty(*[t for t in tensors if t is options.get("final_state")])
+        return result
 
     @staticmethod
     def backward(ctx, do, dht):
