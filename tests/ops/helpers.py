@@ -192,8 +192,8 @@ def bf16_limits(fn, x: dict, limits: dict) -> tuple[dict, dict]:
 
 # --- NaN-filled allocations ------------------------------------------------------------------
 
-NAN_FILLED_PACKAGES = ("fla_ascend.ops.common", "fla_ascend.ops.gated_delta_rule", "fla_ascend.ops.norm",
-                       "fla_ascend.ops.cp")
+NAN_FILLED_PACKAGES = ("fla_ascend.ops.common", "fla_ascend.ops.gated_delta_rule", "fla_ascend.ops.kda",
+                       "fla_ascend.ops.norm", "fla_ascend.ops.cp")
 """Modules whose ``torch.empty`` / ``torch.empty_like`` the :func:`nan_empty` fixture fills."""
 
 

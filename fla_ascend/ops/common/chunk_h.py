@@ -26,6 +26,7 @@ from fla_ascend.ops.common.tiles import (
     launch_first_fitting,
     npu_tiles,
 )
+from fla_ascend.ops.utils.math import masked_exp
 from fla_ascend.tiling import task_plan
 from fla_ascend.tiling.sizes import cdiv
 from fla_ascend.tiling.ub import Tile
@@ -41,12 +42,22 @@ BWD_DH_TILES = [Tile((3, "BK", "BV"), "fp32", "dh, its update, temporaries", buf
 
 
 @triton.jit
+def _gk_tiles(g_cum, t0, eos, o_t, m_t, o_k, m_k, i_hv, HV: tl.constexpr, K: tl.constexpr, BT: tl.constexpr):
+    """The per-channel cumulative decays of a chunk, ``[BT, BK]``, and of its last token, ``[BK]``,
+    from ``g_cum`` ``[B * T, HV, K]`` float32 (KDA)."""
+    b_G = tl.load(g_cum + (t0 + o_t)[:, None] * (HV * K) + i_hv * K + o_k[None, :],
+                  mask=m_t[:, None] & m_k[None, :], other=0.0)
+    b_g_last = tl.load(g_cum + (t0 + tl.minimum(BT, eos - t0) - 1) * (HV * K) + i_hv * K + o_k, mask=m_k, other=0.0)
+    return b_G, b_g_last
+
+
+@triton.jit
 def _chunk_fwd_h_task(
     i_task, k, w, u, g_cum, h, v_new, h0, ht, cu_seqlens, chunk_offsets, T, NT, TT,
     H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr,
     BT: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr,
     USE_INITIAL_STATE: tl.constexpr, STORE_FINAL_STATE: tl.constexpr, IS_VARLEN: tl.constexpr,
-    F32_CHAIN: tl.constexpr,
+    F32_CHAIN: tl.constexpr, GK: tl.constexpr,
 ):
     NV = tl.cdiv(V, BV)
     i_n = i_task // (HV * NV)
@@ -76,13 +87,18 @@ def _chunk_fwd_h_task(
         b_v = tl.load(u + p_u, mask=m_tv, other=0.0).to(tl.float32)  # [BT, BV]
         b_v -= dot_chained(b_w, b_h, F32_CHAIN)  # F32_CHAIN: A5 with 16-wide V blocks
         tl.store(v_new + p_u, b_v.to(v_new.dtype.element_ty), mask=m_tv)
-        p_gate = tl.cast(i_hv, tl.int64) * TT + t0
-        b_g = tl.load(g_cum + p_gate + o_t, mask=m_t, other=0.0)  # [BT]
-        b_g_last = tl.load(g_cum + p_gate + tl.minimum(BT, eos - t0) - 1)
-        b_v = tl.where(m_t[:, None], b_v * tl.exp(b_g_last - b_g)[:, None], 0.0)
         b_k = tl.load(k + (t0 * H + i_h) * K + o_t[:, None] * (H * K) + o_k[None, :],
                       mask=m_t[:, None] & m_k[None, :], other=0.0)  # [BT, BK]
-        b_h = b_h * tl.exp(b_g_last) + dot_chained(tl.trans(b_k), b_v, F32_CHAIN)
+        if GK:  # a decay per key channel (KDA): g_cum is [B * T, HV, K]
+            b_G, b_g_last = _gk_tiles(g_cum, t0, eos, o_t, m_t, o_k, m_k, i_hv, HV, K, BT)
+            b_k = (b_k.to(tl.float32) * masked_exp(b_g_last[None, :] - b_G, m_t[:, None])).to(b_k.dtype)
+            b_h = b_h * tl.exp(b_g_last)[:, None] + dot_chained(tl.trans(b_k), b_v, F32_CHAIN)
+        else:
+            p_gate = tl.cast(i_hv, tl.int64) * TT + t0
+            b_g = tl.load(g_cum + p_gate + o_t, mask=m_t, other=0.0)  # [BT]
+            b_g_last = tl.load(g_cum + p_gate + tl.minimum(BT, eos - t0) - 1)
+            b_v = tl.where(m_t[:, None], b_v * tl.exp(b_g_last - b_g)[:, None], 0.0)
+            b_h = b_h * tl.exp(b_g_last) + dot_chained(tl.trans(b_k), b_v, F32_CHAIN)
     if STORE_FINAL_STATE:
         tl.store(ht + state_base + p_state, b_h, mask=m_h)
 
@@ -93,17 +109,17 @@ def chunk_fwd_h_kernel(
     H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr,
     BT: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr,
     USE_INITIAL_STATE: tl.constexpr, STORE_FINAL_STATE: tl.constexpr, IS_VARLEN: tl.constexpr,
-    TASK_LOOP: tl.constexpr, F32_CHAIN: tl.constexpr = False,
+    TASK_LOOP: tl.constexpr, F32_CHAIN: tl.constexpr = False, GK: tl.constexpr = False,
 ):
     if TASK_LOOP:
         for i_task in tl.range(tl.program_id(0), n_tasks, n_programs):
             _chunk_fwd_h_task(i_task, k, w, u, g_cum, h, v_new, h0, ht, cu_seqlens, chunk_offsets, T, NT, TT,
                               H, HV, K, V, BT, BK, BV, USE_INITIAL_STATE, STORE_FINAL_STATE, IS_VARLEN,
-                              F32_CHAIN)
+                              F32_CHAIN, GK)
     else:
         _chunk_fwd_h_task(tl.program_id(0), k, w, u, g_cum, h, v_new, h0, ht, cu_seqlens, chunk_offsets, T, NT,
                           TT, H, HV, K, V, BT, BK, BV, USE_INITIAL_STATE, STORE_FINAL_STATE, IS_VARLEN,
-                          F32_CHAIN)
+                          F32_CHAIN, GK)
 
 
 def _state_launches(stage: str, N: int, HV: int, K: int, V: int, tiles, chunk_size: int,
@@ -156,11 +172,14 @@ def chunk_fwd_h(
     output_final_state: bool = False,
     cu_seqlens: torch.Tensor | None = None,
     chunk_offsets: torch.Tensor | None = None,
+    gk: bool = False,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
     """Run the state recurrence over all chunks.
 
     Args:
-        k: ``[B, T, H, K]``; w: ``[B, T, HV, K]``; u: ``[B, T, HV, V]``; g_cum: ``[HV, B * T]`` fp32.
+        k: ``[B, T, H, K]``; w: ``[B, T, HV, K]``; u: ``[B, T, HV, V]``; g_cum: ``[HV, B * T]`` fp32,
+            or with ``gk`` a decay per key channel ``[B, T, HV, K]`` fp32 (KDA: the state's rows decay
+            by ``exp(G_last)`` and ``k`` enters as ``k exp(G_last - G)``).
         chunk_size, n_chunks: ``BT`` and the total number of chunks.
         N: number of sequences (``B``, or ``len(cu_seqlens) - 1``).
         initial_state: ``[N, HV, K, V]`` (any float dtype; read as fp32) or ``None``.
@@ -187,10 +206,10 @@ def chunk_fwd_h(
             H=H, HV=HV, K=K, V=V, BT=chunk_size, BK=dot_dim(K), BV=BV,
             USE_INITIAL_STATE=initial_state is not None, STORE_FINAL_STATE=output_final_state,
             IS_VARLEN=cu_seqlens is not None, TASK_LOOP=plan.task_loop, F32_CHAIN=f32_dot_chain(chunk_size, BV),
-            **options,
+            GK=gk, **options,
         )
 
-    launch_first_fitting("fwd_h", (k.device, k.dtype, K, V, chunk_size),
+    launch_first_fitting("fwd_h", (k.device, k.dtype, K, V, chunk_size, gk),
                          _state_launches("fwd_h", N, HV, K, V, FWD_H_TILES, chunk_size, k), launch,
                          what=f"K={K}, V={V}, {k.dtype}, chunk_size={chunk_size}")
     return h, v_new, ht
@@ -202,7 +221,7 @@ def _chunk_bwd_dh_task(
     H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr,
     BT: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr,
     USE_FINAL_STATE_GRADIENT: tl.constexpr, USE_INITIAL_STATE: tl.constexpr, IS_VARLEN: tl.constexpr,
-    F32_CHAIN: tl.constexpr,
+    F32_CHAIN: tl.constexpr, GK: tl.constexpr,
 ):
     NV = tl.cdiv(V, BV)
     i_n = i_task // (HV * NV)
@@ -227,26 +246,34 @@ def _chunk_bwd_dh_task(
         t0 = bos + i_t * BT
         m_t = o_t < eos - t0
         tl.store(dh + ((boc + i_t) * HV + i_hv) * K * V + p_state, b_dh.to(dh.dtype.element_ty), mask=m_h)
-        p_gate = tl.cast(i_hv, tl.int64) * TT + t0
-        b_g = tl.load(g_cum + p_gate + o_t, mask=m_t, other=0.0)  # [BT]
-        b_g_last = tl.load(g_cum + p_gate + tl.minimum(BT, eos - t0) - 1)
         m_tk = m_t[:, None] & m_k[None, :]
         p_qk = (t0 * H + i_h) * K + o_t[:, None] * (H * K) + o_k[None, :]
         b_k = tl.load(k + p_qk, mask=m_tk, other=0.0)  # [BT, BK]
         p_v = (t0 * HV + i_hv) * V + o_t[:, None] * (HV * V) + o_v[None, :]
         m_tv = m_t[:, None] & m_v[None, :]
-        # the decay scales the dot's rows after it, so k enters the dot as loaded (H200, B8 T2048:
-        # 0.539 -> 0.328 ms with 3 pipeline stages; presumably k then stays in the pipelined
-        # shared-memory buffer, not checked in the SASS: cases.md)
-        # F32_CHAIN: A5 with 16-wide V blocks (tiles.f32_dot_chain)
-        b_dv = dot_chained(b_k, b_dh, F32_CHAIN) * tl.where(m_t, tl.exp(b_g_last - b_g), 0.0)[:, None] \
-            + tl.load(dv_local + p_v, mask=m_tv, other=0.0)  # [BT, BV]
-        tl.store(dv_new + p_v, b_dv.to(dv_new.dtype.element_ty), mask=m_tv)
         b_q = tl.load(q + p_qk, mask=m_tk, other=0.0)  # [BT, BK]
-        b_qd = (b_q * (tl.exp(b_g) * scale)[:, None]).to(b_q.dtype)
+        if GK:  # a decay per key channel (KDA): g_cum is [B * T, HV, K]
+            b_G, b_g_last = _gk_tiles(g_cum, t0, eos, o_t, m_t, o_k, m_k, i_hv, HV, K, BT)
+            b_k = (b_k.to(tl.float32) * masked_exp(b_g_last[None, :] - b_G, m_tk)).to(b_k.dtype)
+            b_dv = dot_chained(b_k, b_dh, F32_CHAIN) + tl.load(dv_local + p_v, mask=m_tv, other=0.0)  # [BT, BV]
+            b_qd = (b_q.to(tl.float32) * masked_exp(b_G, m_tk) * scale).to(b_q.dtype)
+            b_decay = tl.exp(b_g_last)[:, None]  # [BK, 1]
+        else:
+            p_gate = tl.cast(i_hv, tl.int64) * TT + t0
+            b_g = tl.load(g_cum + p_gate + o_t, mask=m_t, other=0.0)  # [BT]
+            b_g_last = tl.load(g_cum + p_gate + tl.minimum(BT, eos - t0) - 1)
+            # the decay scales the dot's rows after it, so k enters the dot as loaded (H200, B8 T2048:
+            # 0.539 -> 0.328 ms with 3 pipeline stages; presumably k then stays in the pipelined
+            # shared-memory buffer, not checked in the SASS: cases.md)
+            # F32_CHAIN: A5 with 16-wide V blocks (tiles.f32_dot_chain)
+            b_dv = dot_chained(b_k, b_dh, F32_CHAIN) * tl.where(m_t, tl.exp(b_g_last - b_g), 0.0)[:, None] \
+                + tl.load(dv_local + p_v, mask=m_tv, other=0.0)  # [BT, BV]
+            b_qd = (b_q * (tl.exp(b_g) * scale)[:, None]).to(b_q.dtype)
+            b_decay = tl.exp(b_g_last)
+        tl.store(dv_new + p_v, b_dv.to(dv_new.dtype.element_ty), mask=m_tv)
         b_do = tl.load(do + p_v, mask=m_tv, other=0.0)  # [BT, BV]
         b_w = tl.load(w + (t0 * HV + i_hv) * K + o_t[:, None] * (HV * K) + o_k[None, :], mask=m_tk, other=0.0)
-        b_dh = b_dh * tl.exp(b_g_last) + tl.dot(tl.trans(b_qd), b_do.to(b_qd.dtype)) \
+        b_dh = b_dh * b_decay + tl.dot(tl.trans(b_qd), b_do.to(b_qd.dtype)) \
             - dot_chained(tl.trans(b_w), b_dv, F32_CHAIN)
     if USE_INITIAL_STATE:
         tl.store(dh0 + state_base + p_state, b_dh, mask=m_h)
@@ -259,17 +286,17 @@ def chunk_bwd_dh_kernel(
     H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr,
     BT: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr,
     USE_FINAL_STATE_GRADIENT: tl.constexpr, USE_INITIAL_STATE: tl.constexpr, IS_VARLEN: tl.constexpr,
-    TASK_LOOP: tl.constexpr, F32_CHAIN: tl.constexpr = False,
+    TASK_LOOP: tl.constexpr, F32_CHAIN: tl.constexpr = False, GK: tl.constexpr = False,
 ):
     if TASK_LOOP:
         for i_task in tl.range(tl.program_id(0), n_tasks, n_programs):
             _chunk_bwd_dh_task(i_task, q, k, w, g_cum, do, dv_local, dh, dv_new, dht, dh0, cu_seqlens,
                                chunk_offsets, scale, T, NT, TT, H, HV, K, V, BT, BK, BV,
-                               USE_FINAL_STATE_GRADIENT, USE_INITIAL_STATE, IS_VARLEN, F32_CHAIN)
+                               USE_FINAL_STATE_GRADIENT, USE_INITIAL_STATE, IS_VARLEN, F32_CHAIN, GK)
     else:
         _chunk_bwd_dh_task(tl.program_id(0), q, k, w, g_cum, do, dv_local, dh, dv_new, dht, dh0, cu_seqlens,
                            chunk_offsets, scale, T, NT, TT, H, HV, K, V, BT, BK, BV,
-                           USE_FINAL_STATE_GRADIENT, USE_INITIAL_STATE, IS_VARLEN, F32_CHAIN)
+                           USE_FINAL_STATE_GRADIENT, USE_INITIAL_STATE, IS_VARLEN, F32_CHAIN, GK)
 
 
 def chunk_bwd_dh(
@@ -288,6 +315,7 @@ def chunk_bwd_dh(
     cu_seqlens: torch.Tensor | None = None,
     chunk_offsets: torch.Tensor | None = None,
     dv_dtype: torch.dtype = torch.float32,
+    gk: bool = False,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
     """Reverse state recurrence of the backward pass.
 
@@ -303,6 +331,7 @@ def chunk_bwd_dh(
         need_dh0: return the gradient of the initial state.
         dv_dtype: the dtype ``dv_new`` is stored in: its consumers' operand dtype
             (:func:`fla_ascend.ops.common.wy.dv_operand_dtype`; both feed it only to dots).
+        gk: ``g_cum`` is a decay per key channel ``[B, T, HV, K]`` fp32 (KDA; :func:`chunk_fwd_h`).
 
     Returns:
         ``(dh, dv_new, dh0)``: ``dh`` ``[n_chunks, HV, K, V]`` in k's dtype (gradient of the state
@@ -325,10 +354,10 @@ def chunk_bwd_dh(
             H=H, HV=HV, K=K, V=V, BT=chunk_size, BK=dot_dim(K), BV=BV,
             USE_FINAL_STATE_GRADIENT=dht is not None, USE_INITIAL_STATE=need_dh0,
             IS_VARLEN=cu_seqlens is not None, TASK_LOOP=plan.task_loop, F32_CHAIN=f32_dot_chain(chunk_size, BV),
-            **options,
+            GK=gk, **options,
         )
 
-    launch_first_fitting("bwd_dh", (k.device, k.dtype, dv_local.dtype, dv_dtype, K, V, chunk_size),
+    launch_first_fitting("bwd_dh", (k.device, k.dtype, dv_local.dtype, dv_dtype, K, V, chunk_size, gk),
                          _state_launches("bwd_dh", N, HV, K, V, BWD_DH_TILES, chunk_size, k), launch,
                          what=f"K={K}, V={V}, {k.dtype}, chunk_size={chunk_size}")
     return dh, dv_new, dh0

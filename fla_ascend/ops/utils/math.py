@@ -33,3 +33,10 @@ def softplus(x):
     y = tl.exp(tl.minimum(x, 20.0))
     series = y * (1.0 - y * (0.5 - y * (0.3333333333333333 - 0.25 * y)))
     return tl.where(x > 20.0, x, tl.where(y < 0.01, series, tl.log(1.0 + y)))
+
+
+@triton.jit
+def masked_exp(x, m):
+    """``exp(x)`` where ``m``, 0 elsewhere; ``exp`` never sees the masked entries (padding rows
+    whose differences could overflow)."""
+    return tl.where(m, tl.exp(tl.where(m, x, 0.0)), 0.0)

@@ -1,0 +1,508 @@
+"""KDA stage 2: the in-chunk matrices and the WY representation, and their backward.
+
+Per chunk of ``BT`` tokens and value head, with the in-chunk cumulative decay ``G`` ``[BT, K]``::
+
+    Akk = strict_lower(beta_i sum_c k_ic k_jc exp(G_ic - G_jc))      # [BT, BT]
+    Aqk = causal(scale sum_c q_ic k_jc exp(G_ic - G_jc))
+    Ai  = (I + Akk)^-1,  w = Ai (beta k exp(G)),  u = Ai (beta v)
+
+The decay differs per channel, so ``Akk`` is not ``k k^T`` times one decay matrix. It is built in
+rows of 16-token sub-chunks: for the rows of sub-chunk ``r`` and the columns of earlier sub-chunks,
+``exp(G_i - G_j) = exp(G_i - G_n) exp(G_n - G_j)`` with ``G_n`` the decay at the sub-chunk's first
+row, and both factors are at most 1 (``G`` falls along the chunk), so the product is one dot of
+bounded operands; the diagonal 16 x 16 block is summed column by column with the exact
+``exp(G_i - G_j)``. No factor can overflow, whatever the gates. The backward sums the same
+products the other way, with ``G`` at a sub-chunk's last row as the reference for its columns.
+
+The inverse is :func:`fla_ascend.ops.common.wy.wy_inverse` (the same ``(I + A)^-1`` as the gated
+delta rule's).
+"""
+from __future__ import annotations
+
+from fla_ascend.backend import launch_options
+
+import torch
+import triton
+import triton.language as tl
+
+from fla_ascend.ops.common.chunk_index import chunk_bounds
+from fla_ascend.ops.common.tiles import dot_dim, dot_precision
+from fla_ascend.ops.common.wy import wy_dot, wy_inverse
+from fla_ascend.ops.utils.math import masked_exp
+from fla_ascend.tiling import task_plan
+from fla_ascend.tiling.sizes import cdiv
+
+BC = 16
+"""Rows of a sub-chunk."""
+INTRA_BK = 64
+"""Widest K block of the stage's ``[BT, BK]`` tiles."""
+WY_BV = 64
+"""Widest V block of the stage's ``[BT, BV]`` tiles."""
+
+
+def _bk(K: int) -> int:
+    return min(INTRA_BK, dot_dim(K))
+
+
+def _bv(V: int) -> int:
+    return min(WY_BV, dot_dim(V))
+
+
+@triton.jit
+def _kda_intra_fwd_task(
+    i_task, q, k, g_cum, beta_t, Akk, Aqk, chunk_indices, cu_seqlens, scale, T, NT, TT,
+    H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
+    IS_VARLEN: tl.constexpr,
+):
+    NB: tl.constexpr = BT // 16
+    i_c = i_task // (HV * NB)
+    i_hv = (i_task // NB) % HV
+    i_r = i_task % NB
+    i_h = i_hv // (HV // H)
+    i_n, i_t, bos, eos = chunk_bounds(i_c, chunk_indices, cu_seqlens, T, NT, IS_VARLEN)
+    t0 = bos + i_t * BT
+    n_t = tl.minimum(BT, eos - t0)
+    r0 = i_r * 16
+    o_i = r0 + tl.arange(0, 16)  # rows of this sub-chunk (in-chunk positions)
+    o_j = tl.arange(0, BT)
+    m_i = o_i < n_t
+    m_j = o_j < n_t
+    m_off = m_j & (o_j < r0)  # columns of earlier sub-chunks
+    b_Akk = tl.zeros([16, BT], dtype=tl.float32)
+    b_Aqk = tl.zeros([16, BT], dtype=tl.float32)
+    for i_k in range(tl.cdiv(K, BK)):
+        o_k = i_k * BK + tl.arange(0, BK)
+        m_k = o_k < K
+        m_ik = m_i[:, None] & m_k[None, :]
+        p_qk_i = (t0 + o_i)[:, None] * (H * K) + i_h * K + o_k[None, :]
+        b_qi = tl.load(q + p_qk_i, mask=m_ik, other=0.0).to(tl.float32)  # [16, BK]
+        b_ki = tl.load(k + p_qk_i, mask=m_ik, other=0.0).to(tl.float32)
+        b_Gi = tl.load(g_cum + (t0 + o_i)[:, None] * (HV * K) + i_hv * K + o_k[None, :], mask=m_ik, other=0.0)
+        # (a sub-chunk past the chunk's end reads the last row; none of its products is kept)
+        b_gn = tl.load(g_cum + (t0 + tl.minimum(r0, n_t - 1)) * (HV * K) + i_hv * K + o_k, mask=m_k, other=0.0)
+        b_fi = masked_exp(b_Gi - b_gn[None, :], m_ik)  # <= 1
+        m_jk = m_off[:, None] & m_k[None, :]
+        b_kj = tl.load(k + (t0 + o_j)[:, None] * (H * K) + i_h * K + o_k[None, :], mask=m_jk, other=0.0)
+        b_Gj = tl.load(g_cum + (t0 + o_j)[:, None] * (HV * K) + i_hv * K + o_k[None, :], mask=m_jk, other=0.0)
+        b_kj = (b_kj.to(tl.float32) * masked_exp(b_gn[None, :] - b_Gj, m_jk)).to(k.dtype.element_ty)
+        b_Akk += tl.dot((b_ki * b_fi).to(k.dtype.element_ty), tl.trans(b_kj))
+        b_Aqk += tl.dot((b_qi * b_fi).to(k.dtype.element_ty), tl.trans(b_kj))
+        for jj in range(16):  # the diagonal block, column by column, exact decay
+            j = r0 + jj
+            t_j = t0 + tl.minimum(j, n_t - 1)  # a token past the end only meets masked rows
+            b_kr = tl.load(k + t_j * (H * K) + i_h * K + o_k, mask=m_k, other=0.0).to(tl.float32)  # [BK]
+            b_gr = tl.load(g_cum + t_j * (HV * K) + i_hv * K + o_k, mask=m_k, other=0.0)
+            m_ge = m_i & (o_i >= j)
+            b_e = masked_exp(b_Gi - b_gr[None, :], m_ge[:, None])
+            b_ke = b_kr[None, :] * b_e  # [16, BK]
+            c_qk = tl.sum(b_qi * b_ke, 1)  # [16]
+            c_kk = tl.sum(tl.where((o_i > j)[:, None], b_ki * b_ke, 0.0), 1)
+            m_col = (o_j == j)[None, :]
+            b_Aqk += tl.where(m_col, c_qk[:, None], 0.0)
+            b_Akk += tl.where(m_col, c_kk[:, None], 0.0)
+    b_beta = tl.load(beta_t + tl.cast(i_hv, tl.int64) * TT + t0 + o_i, mask=m_i, other=0.0)
+    p_A = (t0 + o_i)[:, None] * (HV * BT) + i_hv * BT + o_j[None, :]
+    tl.store(Akk + p_A, b_Akk * b_beta[:, None], mask=m_i[:, None])
+    tl.store(Aqk + p_A, b_Aqk * scale, mask=m_i[:, None])
+
+
+@triton.jit(do_not_specialize=["scale", "T", "NT", "TT", "n_tasks", "n_programs"])
+def kda_intra_fwd_kernel(
+    q, k, g_cum, beta_t, Akk, Aqk, chunk_indices, cu_seqlens, scale, T, NT, TT, n_tasks, n_programs,
+    H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
+    IS_VARLEN: tl.constexpr, TASK_LOOP: tl.constexpr,
+):
+    """``Akk`` and ``Aqk`` rows of one 16-row sub-chunk (module doc)."""
+    if TASK_LOOP:
+        for i_task in tl.range(tl.program_id(0), n_tasks, n_programs):
+            _kda_intra_fwd_task(i_task, q, k, g_cum, beta_t, Akk, Aqk, chunk_indices, cu_seqlens, scale, T, NT, TT,
+                                H, HV, K, BT, BK, IS_VARLEN)
+    else:
+        _kda_intra_fwd_task(tl.program_id(0), q, k, g_cum, beta_t, Akk, Aqk, chunk_indices, cu_seqlens, scale, T,
+                            NT, TT, H, HV, K, BT, BK, IS_VARLEN)
+
+
+def kda_intra_fwd(q, k, g_cum, beta_t, scale, chunk_size, n_chunks, chunk_indices=None, cu_seqlens=None):
+    """``(Akk, Aqk)``, each ``[B, T, HV, BT]`` float32 (row ``t`` of its chunk's matrix; ``Akk``
+    with ``beta``, ``Aqk`` with ``scale``).
+
+    Args:
+        q, k: ``[B, T, H, K]``; g_cum: ``[B, T, HV, K]`` float32 (:func:`fla_ascend.ops.kda.gate.kda_gate_cumsum`);
+        beta_t: ``[HV, B * T]`` float32.
+    """
+    B, T, H, K = k.shape
+    HV = g_cum.shape[2]
+    Akk = torch.empty(B, T, HV, chunk_size, dtype=torch.float32, device=k.device)
+    Aqk = torch.empty_like(Akk)
+    n_tasks = n_chunks * HV * (chunk_size // BC)
+    plan = task_plan(n_tasks, "cube")
+    kda_intra_fwd_kernel[plan.grid](
+        q=q, k=k, g_cum=g_cum, beta_t=beta_t, Akk=Akk, Aqk=Aqk, chunk_indices=chunk_indices, cu_seqlens=cu_seqlens,
+        scale=scale, T=T, NT=cdiv(T, chunk_size), TT=B * T, n_tasks=n_tasks, n_programs=plan.n_programs,
+        H=H, HV=HV, K=K, BT=chunk_size, BK=_bk(K), IS_VARLEN=cu_seqlens is not None, TASK_LOOP=plan.task_loop,
+        **launch_options(num_warps=4),
+    )
+    return Akk, Aqk
+
+
+@triton.jit
+def _kda_wy_fwd_task(
+    i_task, k, v, g_cum, beta_t, Akk, w, u, chunk_indices, cu_seqlens, T, NT, TT,
+    H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr,
+    BT: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr,
+    DOT_PRECISION: tl.constexpr, AI_MODE: tl.constexpr, IS_VARLEN: tl.constexpr,
+):
+    i_c = i_task // HV
+    i_hv = i_task % HV
+    i_h = i_hv // (HV // H)
+    i_n, i_t, bos, eos = chunk_bounds(i_c, chunk_indices, cu_seqlens, T, NT, IS_VARLEN)
+    t0 = bos + i_t * BT
+    o_t = tl.arange(0, BT)
+    m_t = o_t < eos - t0
+    p_A = (t0 + o_t)[:, None] * (HV * BT) + i_hv * BT + o_t[None, :]
+    b_A = tl.load(Akk + p_A, mask=m_t[:, None], other=0.0)  # [BT, BT]
+    if AI_MODE == "load":  # the buffer holds the inverse already
+        b_Ai = b_A
+    else:
+        b_Ai = wy_inverse(b_A, k.dtype.element_ty, BT, DOT_PRECISION)
+        if AI_MODE == "store":  # the inverse replaces Akk in its buffer
+            tl.store(Akk + p_A, b_Ai, mask=m_t[:, None])
+    b_beta = tl.load(beta_t + tl.cast(i_hv, tl.int64) * TT + t0 + o_t, mask=m_t, other=0.0)  # [BT]
+    b_Ai_k = b_Ai.to(k.dtype.element_ty)
+    for i_k in range(tl.cdiv(K, BK)):
+        o_k = i_k * BK + tl.arange(0, BK)
+        m_tk = m_t[:, None] & (o_k < K)[None, :]
+        b_k = tl.load(k + (t0 + o_t)[:, None] * (H * K) + i_h * K + o_k[None, :], mask=m_tk, other=0.0)
+        b_G = tl.load(g_cum + (t0 + o_t)[:, None] * (HV * K) + i_hv * K + o_k[None, :], mask=m_tk, other=0.0)
+        b_x = b_k.to(tl.float32) * masked_exp(b_G, m_tk) * b_beta[:, None]
+        b_w = tl.dot(b_Ai_k, b_x.to(k.dtype.element_ty))
+        tl.store(w + (t0 + o_t)[:, None] * (HV * K) + i_hv * K + o_k[None, :], b_w.to(w.dtype.element_ty),
+                 mask=m_tk)
+    b_Ai_v = b_Ai.to(v.dtype.element_ty)
+    for i_v in range(tl.cdiv(V, BV)):
+        o_v = i_v * BV + tl.arange(0, BV)
+        m_tv = m_t[:, None] & (o_v < V)[None, :]
+        p_v = (t0 + o_t)[:, None] * (HV * V) + i_hv * V + o_v[None, :]
+        b_v = tl.load(v + p_v, mask=m_tv, other=0.0)
+        b_u = tl.dot(b_Ai_v, (b_v.to(tl.float32) * b_beta[:, None]).to(v.dtype.element_ty))
+        tl.store(u + p_v, b_u.to(u.dtype.element_ty), mask=m_tv)
+
+
+@triton.jit(do_not_specialize=["T", "NT", "TT", "n_tasks", "n_programs"])
+def kda_wy_fwd_kernel(
+    k, v, g_cum, beta_t, Akk, w, u, chunk_indices, cu_seqlens, T, NT, TT, n_tasks, n_programs,
+    H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr,
+    BT: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr,
+    DOT_PRECISION: tl.constexpr, AI_MODE: tl.constexpr, IS_VARLEN: tl.constexpr, TASK_LOOP: tl.constexpr,
+):
+    """``Ai = (I + Akk)^-1`` (stored over ``Akk`` with ``AI_MODE = "store"``, read from there with
+    ``"load"``), ``w`` and ``u`` of one chunk and value head (module doc)."""
+    if TASK_LOOP:
+        for i_task in tl.range(tl.program_id(0), n_tasks, n_programs):
+            _kda_wy_fwd_task(i_task, k, v, g_cum, beta_t, Akk, w, u, chunk_indices, cu_seqlens, T, NT, TT,
+                             H, HV, K, V, BT, BK, BV, DOT_PRECISION, AI_MODE, IS_VARLEN)
+    else:
+        _kda_wy_fwd_task(tl.program_id(0), k, v, g_cum, beta_t, Akk, w, u, chunk_indices, cu_seqlens, T, NT, TT,
+                         H, HV, K, V, BT, BK, BV, DOT_PRECISION, AI_MODE, IS_VARLEN)
+
+
+def kda_wy_fwd(k, v, g_cum, beta_t, Akk, chunk_size, n_chunks, chunk_indices=None, cu_seqlens=None,
+               ai_mode="none"):
+    """``(w, u)``: ``w`` ``[B, T, HV, K]`` in k's dtype, ``u`` ``[B, T, HV, V]`` in v's dtype.
+
+    Args:
+        Akk: ``[B, T, HV, BT]`` float32 from :func:`kda_intra_fwd`, or its inverse (``ai_mode="load"``).
+        ai_mode: ``"none"`` (invert, keep ``Akk``), ``"store"`` (invert and write the inverse over
+            ``Akk``), ``"load"`` (``Akk`` holds the inverse).
+    """
+    B, T, H, K = k.shape
+    HV, V = v.shape[2], v.shape[3]
+    w = torch.empty(B, T, HV, K, dtype=k.dtype, device=k.device)
+    u = torch.empty(B, T, HV, V, dtype=v.dtype, device=v.device)
+    plan = task_plan(n_chunks * HV, "cube")
+    kda_wy_fwd_kernel[plan.grid](
+        k=k, v=v, g_cum=g_cum, beta_t=beta_t, Akk=Akk, w=w, u=u, chunk_indices=chunk_indices, cu_seqlens=cu_seqlens,
+        T=T, NT=cdiv(T, chunk_size), TT=B * T, n_tasks=n_chunks * HV, n_programs=plan.n_programs,
+        H=H, HV=HV, K=K, V=V, BT=chunk_size, BK=_bk(K), BV=_bv(V), DOT_PRECISION=dot_precision("wy_fwd", k.dtype),
+        AI_MODE=ai_mode, IS_VARLEN=cu_seqlens is not None, TASK_LOOP=plan.task_loop, **launch_options(num_warps=4),
+    )
+    return w, u
+
+
+@triton.jit
+def _kda_wy_bwd_task(
+    i_task, q, k, v, v_new, g_cum, beta_t, Ai, h, dh, do, dv_new, dq, dk, dv, dG, dbeta_t, dAkk,
+    chunk_indices, cu_seqlens, scale, T, NT, TT,
+    H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr,
+    BT: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr, DOT_PRECISION: tl.constexpr, IS_VARLEN: tl.constexpr,
+):
+    i_c = i_task // HV
+    i_hv = i_task % HV
+    i_h = i_hv // (HV // H)
+    i_n, i_t, bos, eos = chunk_bounds(i_c, chunk_indices, cu_seqlens, T, NT, IS_VARLEN)
+    t0 = bos + i_t * BT
+    n_t = tl.minimum(BT, eos - t0)
+    o_t = tl.arange(0, BT)
+    m_t = o_t < n_t
+    m_last = o_t == n_t - 1
+    dt = k.dtype.element_ty
+    p_A = (t0 + o_t)[:, None] * (HV * BT) + i_hv * BT + o_t[None, :]
+    b_Ai = tl.load(Ai + p_A, mask=m_t[:, None], other=0.0)  # [BT, BT]
+    b_beta = tl.load(beta_t + tl.cast(i_hv, tl.int64) * TT + t0 + o_t, mask=m_t, other=0.0)
+    state = (tl.cast(i_c, tl.int64) * HV + i_hv) * K * V
+    b_dAi = tl.zeros([BT, BT], dtype=tl.float32)
+    b_dbeta = tl.zeros([BT], dtype=tl.float32)
+    for i_k in range(tl.cdiv(K, BK)):
+        o_k = i_k * BK + tl.arange(0, BK)
+        m_k = o_k < K
+        m_tk = m_t[:, None] & m_k[None, :]
+        b_dqs = tl.zeros([BT, BK], dtype=tl.float32)
+        b_dks = tl.zeros([BT, BK], dtype=tl.float32)
+        b_dw = tl.zeros([BT, BK], dtype=tl.float32)
+        b_dgl = tl.zeros([BK], dtype=tl.float32)
+        for i_v in range(tl.cdiv(V, BV)):
+            o_v = i_v * BV + tl.arange(0, BV)
+            m_v = o_v < V
+            m_kv = m_k[:, None] & m_v[None, :]
+            p_s = state + o_k[:, None] * V + o_v[None, :]
+            b_h = tl.load(h + p_s, mask=m_kv, other=0.0)  # [BK, BV] state at the chunk's start
+            b_dh = tl.load(dh + p_s, mask=m_kv, other=0.0)  # gradient of the state after the chunk
+            m_tv = m_t[:, None] & m_v[None, :]
+            p_v = (t0 + o_t)[:, None] * (HV * V) + i_hv * V + o_v[None, :]
+            b_do = tl.load(do + p_v, mask=m_tv, other=0.0)
+            b_vn = tl.load(v_new + p_v, mask=m_tv, other=0.0)
+            b_dvn = tl.load(dv_new + p_v, mask=m_tv, other=0.0)
+            b_dqs += tl.dot(b_do.to(dt), tl.trans(b_h).to(dt))
+            b_dks += tl.dot(b_vn.to(dt), tl.trans(b_dh).to(dt))
+            b_dw -= tl.dot(b_dvn.to(dt), tl.trans(b_h).to(dt))
+            b_dgl += tl.sum(b_h.to(tl.float32) * b_dh.to(tl.float32), 1)
+        p_k = (t0 + o_t)[:, None] * (H * K) + i_h * K + o_k[None, :]
+        p_g = (t0 + o_t)[:, None] * (HV * K) + i_hv * K + o_k[None, :]
+        b_q = tl.load(q + p_k, mask=m_tk, other=0.0).to(tl.float32)
+        b_k = tl.load(k + p_k, mask=m_tk, other=0.0).to(tl.float32)
+        b_G = tl.load(g_cum + p_g, mask=m_tk, other=0.0)
+        b_gl = tl.load(g_cum + (t0 + n_t - 1) * (HV * K) + i_hv * K + o_k, mask=m_k, other=0.0)  # [BK]
+        b_eg = masked_exp(b_G, m_tk)
+        b_dqs = b_dqs * b_eg * scale  # o = scale (q exp(G)) h + ...
+        b_dks = b_dks * masked_exp(b_gl[None, :] - b_G, m_tk)  # h' = ... + (k exp(G_last - G))^T v'
+        b_dG = b_q * b_dqs - b_k * b_dks
+        b_dgl = b_dgl * tl.exp(b_gl) + tl.sum(b_k * b_dks, 0)
+        # w = Ai x, x = beta exp(G) k
+        b_x = b_k * b_eg * b_beta[:, None]
+        b_dx = wy_dot(tl.trans(b_Ai), b_dw, dt, DOT_PRECISION)
+        b_dAi += wy_dot(b_dw, tl.trans(b_x), dt, DOT_PRECISION)
+        b_dkx = b_dx * b_eg * b_beta[:, None]
+        b_dbeta += tl.sum(b_dx * b_k * b_eg, 1)
+        b_dG += b_dkx * b_k
+        b_dG = tl.where(m_last[:, None], b_dG + b_dgl[None, :], b_dG)
+        tl.store(dq + p_g, b_dqs, mask=m_tk)
+        tl.store(dk + p_g, b_dks + b_dkx, mask=m_tk)
+        tl.store(dG + p_g, b_dG, mask=m_tk)
+    for i_v in range(tl.cdiv(V, BV)):  # u = Ai (beta v), du = dv'
+        o_v = i_v * BV + tl.arange(0, BV)
+        m_tv = m_t[:, None] & (o_v < V)[None, :]
+        p_v = (t0 + o_t)[:, None] * (HV * V) + i_hv * V + o_v[None, :]
+        b_v = tl.load(v + p_v, mask=m_tv, other=0.0).to(tl.float32)
+        b_dvn = tl.load(dv_new + p_v, mask=m_tv, other=0.0).to(tl.float32)
+        b_dy = wy_dot(tl.trans(b_Ai), b_dvn, dt, DOT_PRECISION)
+        b_dAi += wy_dot(b_dvn, tl.trans(b_v * b_beta[:, None]), dt, DOT_PRECISION)
+        b_dbeta += tl.sum(b_dy * b_v, 1)
+        tl.store(dv + p_v, (b_dy * b_beta[:, None]).to(dv.dtype.element_ty), mask=m_tv)
+    # Ai = (I + Akk)^-1  ->  dAkk = -Ai^T dAi Ai^T on the strictly lower part
+    b_t = wy_dot(tl.trans(b_Ai), b_dAi, dt, DOT_PRECISION)
+    b_dA = -wy_dot(b_t, tl.trans(b_Ai), dt, DOT_PRECISION)
+    m_strict = (o_t[:, None] > o_t[None, :]) & m_t[:, None]
+    tl.store(dAkk + p_A, tl.where(m_strict, b_dA, 0.0), mask=m_t[:, None])
+    tl.store(dbeta_t + tl.cast(i_hv, tl.int64) * TT + t0 + o_t, b_dbeta, mask=m_t)
+
+
+@triton.jit(do_not_specialize=["scale", "T", "NT", "TT", "n_tasks", "n_programs"])
+def kda_wy_bwd_kernel(
+    q, k, v, v_new, g_cum, beta_t, Ai, h, dh, do, dv_new, dq, dk, dv, dG, dbeta_t, dAkk,
+    chunk_indices, cu_seqlens, scale, T, NT, TT, n_tasks, n_programs,
+    H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr,
+    BT: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr, DOT_PRECISION: tl.constexpr, IS_VARLEN: tl.constexpr,
+    TASK_LOOP: tl.constexpr,
+):
+    """Gradients from the chunk state (``q h``, ``k^T v'``, ``w h``, the state decay) and from the WY
+    representation (``w``, ``u``) of one chunk and value head; ``dAkk`` for :func:`kda_intra_bwd`."""
+    if TASK_LOOP:
+        for i_task in tl.range(tl.program_id(0), n_tasks, n_programs):
+            _kda_wy_bwd_task(i_task, q, k, v, v_new, g_cum, beta_t, Ai, h, dh, do, dv_new, dq, dk, dv, dG, dbeta_t,
+                             dAkk, chunk_indices, cu_seqlens, scale, T, NT, TT, H, HV, K, V, BT, BK, BV,
+                             DOT_PRECISION, IS_VARLEN)
+    else:
+        _kda_wy_bwd_task(tl.program_id(0), q, k, v, v_new, g_cum, beta_t, Ai, h, dh, do, dv_new, dq, dk, dv, dG,
+                         dbeta_t, dAkk, chunk_indices, cu_seqlens, scale, T, NT, TT, H, HV, K, V, BT, BK, BV,
+                         DOT_PRECISION, IS_VARLEN)
+
+
+def kda_wy_bwd(q, k, v, v_new, g_cum, beta_t, Ai, h, dh, do, dv_new, scale, chunk_size, n_chunks,
+               chunk_indices=None, cu_seqlens=None):
+    """State and WY gradients of every chunk.
+
+    Args:
+        q, k: ``[B, T, H, K]``; v, v_new, do: ``[B, T, HV, V]``; g_cum ``[B, T, HV, K]`` float32;
+        beta_t ``[HV, B * T]`` float32; Ai ``[B, T, HV, BT]`` float32 (the inverse);
+        h, dh: ``[n_chunks, HV, K, V]`` (state at each chunk's start, gradient of the state after it);
+        dv_new: ``[B, T, HV, V]`` the full gradient of ``v'``.
+
+    Returns:
+        ``(dq, dk, dv, dG, dbeta_t, dAkk)``: ``dq``, ``dk``, ``dG`` ``[B, T, HV, K]`` float32 (this
+        stage's parts, per value head), ``dv`` in v's dtype (final), ``dbeta_t`` ``[HV, B * T]``
+        float32 (part), ``dAkk`` ``[B, T, HV, BT]`` float32.
+    """
+    B, T, H, K = k.shape
+    HV, V = v.shape[2], v.shape[3]
+    dq = torch.empty(B, T, HV, K, dtype=torch.float32, device=k.device)
+    dk = torch.empty_like(dq)
+    dG = torch.empty_like(dq)
+    dv = torch.empty_like(v)
+    dbeta_t = torch.empty(HV, B * T, dtype=torch.float32, device=k.device)
+    dAkk = torch.empty(B, T, HV, chunk_size, dtype=torch.float32, device=k.device)
+    plan = task_plan(n_chunks * HV, "cube")
+    kda_wy_bwd_kernel[plan.grid](
+        q=q, k=k, v=v, v_new=v_new, g_cum=g_cum, beta_t=beta_t, Ai=Ai, h=h, dh=dh, do=do, dv_new=dv_new,
+        dq=dq, dk=dk, dv=dv, dG=dG, dbeta_t=dbeta_t, dAkk=dAkk, chunk_indices=chunk_indices, cu_seqlens=cu_seqlens,
+        scale=scale, T=T, NT=cdiv(T, chunk_size), TT=B * T, n_tasks=n_chunks * HV, n_programs=plan.n_programs,
+        H=H, HV=HV, K=K, V=V, BT=chunk_size, BK=_bk(K), BV=_bv(V), DOT_PRECISION=dot_precision("wy_bwd", k.dtype),
+        IS_VARLEN=cu_seqlens is not None, TASK_LOOP=plan.task_loop, **launch_options(num_warps=4),
+    )
+    return dq, dk, dv, dG, dbeta_t, dAkk
+
+
+@triton.jit
+def _kda_intra_bwd_task(
+    i_task, q, k, g_cum, beta_t, dAqk, dAkk, dq, dk, dG, dbeta_t, chunk_indices, cu_seqlens, scale, T, NT, TT,
+    H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
+    DOT_PRECISION: tl.constexpr, IS_VARLEN: tl.constexpr,
+):
+    NB: tl.constexpr = BT // 16
+    i_c = i_task // (HV * NB)
+    i_hv = (i_task // NB) % HV
+    i_r = i_task % NB
+    i_h = i_hv // (HV // H)
+    i_n, i_t, bos, eos = chunk_bounds(i_c, chunk_indices, cu_seqlens, T, NT, IS_VARLEN)
+    t0 = bos + i_t * BT
+    n_t = tl.minimum(BT, eos - t0)
+    dt = k.dtype.element_ty
+    r0 = i_r * 16
+    r1 = tl.minimum(r0 + 16, n_t) - 1  # last valid row of the sub-chunk
+    o_i = r0 + tl.arange(0, 16)  # the sub-chunk's tokens: its rows and its columns
+    o_a = tl.arange(0, BT)  # every token of the chunk
+    o_s = tl.arange(0, 16)
+    m_i = o_i < n_t
+    m_a = o_a < n_t
+    p_beta = tl.cast(i_hv, tl.int64) * TT + t0
+    b_beta_i = tl.load(beta_t + p_beta + o_i, mask=m_i, other=0.0)  # [16]
+    b_beta_a = tl.load(beta_t + p_beta + o_a, mask=m_a, other=0.0)  # [BT]
+    # rows of the sub-chunk ([16, BT]) and its columns ([BT, 16]) of the gradients of Akk (without
+    # beta) and Aqk (without scale)
+    p_row = (t0 + o_i)[:, None] * (HV * BT) + i_hv * BT + o_a[None, :]
+    b_Pkk = tl.load(dAkk + p_row, mask=m_i[:, None] & m_a[None, :], other=0.0)
+    b_Pqk = tl.load(dAqk + p_row, mask=m_i[:, None] & m_a[None, :], other=0.0) * scale
+    p_col = (t0 + o_a)[:, None] * (HV * BT) + i_hv * BT + o_i[None, :]
+    m_col = m_a[:, None] & m_i[None, :] & (o_a >= r0 + 16)[:, None]  # rows of later sub-chunks
+    b_Ckk = tl.load(dAkk + p_col, mask=m_col, other=0.0) * b_beta_a[:, None]
+    b_Cqk = tl.load(dAqk + p_col, mask=m_col, other=0.0) * scale
+    b_db = tl.zeros([16], dtype=tl.float32)
+    for i_k in range(tl.cdiv(K, BK)):
+        o_k = i_k * BK + tl.arange(0, BK)
+        m_k = o_k < K
+        m_ik = m_i[:, None] & m_k[None, :]
+        m_ak = m_a[:, None] & m_k[None, :]
+        p_ki = (t0 + o_i)[:, None] * (H * K) + i_h * K + o_k[None, :]
+        p_gi = (t0 + o_i)[:, None] * (HV * K) + i_hv * K + o_k[None, :]
+        b_qi = tl.load(q + p_ki, mask=m_ik, other=0.0).to(tl.float32)
+        b_ki = tl.load(k + p_ki, mask=m_ik, other=0.0).to(tl.float32)
+        b_Gi = tl.load(g_cum + p_gi, mask=m_ik, other=0.0)
+        p_ka = (t0 + o_a)[:, None] * (H * K) + i_h * K + o_k[None, :]
+        b_qa = tl.load(q + p_ka, mask=m_ak, other=0.0).to(tl.float32)
+        b_ka = tl.load(k + p_ka, mask=m_ak, other=0.0).to(tl.float32)
+        b_Ga = tl.load(g_cum + (t0 + o_a)[:, None] * (HV * K) + i_hv * K + o_k[None, :], mask=m_ak, other=0.0)
+        b_gn = tl.load(g_cum + (t0 + tl.minimum(r0, n_t - 1)) * (HV * K) + i_hv * K + o_k, mask=m_k, other=0.0)
+        b_gm = tl.load(g_cum + (t0 + tl.maximum(r1, 0)) * (HV * K) + i_hv * K + o_k, mask=m_k, other=0.0)
+        # row side, earlier sub-chunks: sum_j P_ij k_j exp(G_i - G_j) = exp(G_i - G_n) (P (k exp(G_n - G)))_i
+        m_before = (m_a & (o_a < r0))[:, None] & m_k[None, :]
+        b_kb = b_ka * masked_exp(b_gn[None, :] - b_Ga, m_before)
+        b_fi = masked_exp(b_Gi - b_gn[None, :], m_ik)
+        b_rkk = wy_dot(b_Pkk, b_kb, dt, DOT_PRECISION) * b_fi  # [16, BK]
+        b_rqk = wy_dot(b_Pqk, b_kb, dt, DOT_PRECISION) * b_fi
+        # column side, later sub-chunks: sum_i P_ij x_i exp(G_i - G_j) = exp(G_m - G_j) (P^T (x exp(G - G_m)))_j
+        m_after = (m_a & (o_a > r1))[:, None] & m_k[None, :]
+        b_ea = masked_exp(b_Ga - b_gm[None, :], m_after)
+        b_fj = masked_exp(b_gm[None, :] - b_Gi, m_ik)
+        b_ckk = wy_dot(tl.trans(b_Ckk), b_ka * b_ea, dt, DOT_PRECISION)
+        b_cqk = wy_dot(tl.trans(b_Cqk), b_qa * b_ea, dt, DOT_PRECISION)
+        b_col = (b_ckk + b_cqk) * b_fj  # [16, BK]
+        for jj in range(16):  # the diagonal block: token j = r0 + jj
+            j = r0 + jj
+            t_j = t0 + tl.minimum(j, n_t - 1)  # a token past the end only meets masked rows
+            b_kj = tl.load(k + t_j * (H * K) + i_h * K + o_k, mask=m_k, other=0.0).to(tl.float32)  # [BK]
+            b_gj = tl.load(g_cum + t_j * (HV * K) + i_hv * K + o_k, mask=m_k, other=0.0)
+            m_ge = m_i & (o_i >= j)
+            m_gt = m_i & (o_i > j)
+            b_e = masked_exp(b_Gi - b_gj[None, :], m_ge[:, None])  # [16, BK]
+            m_cj = (o_a == j)[None, :]
+            b_pkk = tl.sum(tl.where(m_cj, b_Pkk, 0.0), 1)  # [16]: column j of the rows
+            b_pqk = tl.sum(tl.where(m_cj, b_Pqk, 0.0), 1)
+            b_pkk = tl.where(m_gt, b_pkk, 0.0)
+            b_pqk = tl.where(m_ge, b_pqk, 0.0)
+            b_rkk += b_pkk[:, None] * b_e * b_kj[None, :]
+            b_rqk += b_pqk[:, None] * b_e * b_kj[None, :]
+            # token j as a column: sum over the sub-chunk's rows i
+            b_cj = tl.sum((b_pkk * b_beta_i)[:, None] * b_e * b_ki + b_pqk[:, None] * b_e * b_qi, 0)  # [BK]
+            b_col += tl.where((o_s == jj)[:, None], b_cj[None, :], 0.0)
+        # Akk_ij = beta_i (sum_c k_ic k_jc exp(G_ic - G_jc)): the row side carries beta_i
+        b_db += tl.sum(b_ki * b_rkk, 1)
+        b_dq = b_rqk
+        b_dk = b_rkk * b_beta_i[:, None] + b_col
+        b_dGi = b_qi * b_dq + b_ki * b_rkk * b_beta_i[:, None] - b_ki * b_col
+        b_dq += tl.load(dq + p_gi, mask=m_ik, other=0.0)
+        b_dk += tl.load(dk + p_gi, mask=m_ik, other=0.0)
+        b_dGi += tl.load(dG + p_gi, mask=m_ik, other=0.0)
+        tl.store(dq + p_gi, b_dq, mask=m_ik)
+        tl.store(dk + p_gi, b_dk, mask=m_ik)
+        tl.store(dG + p_gi, b_dGi, mask=m_ik)
+    p_db = p_beta + o_i
+    tl.store(dbeta_t + p_db, tl.load(dbeta_t + p_db, mask=m_i, other=0.0) + b_db, mask=m_i)
+
+
+@triton.jit(do_not_specialize=["scale", "T", "NT", "TT", "n_tasks", "n_programs"])
+def kda_intra_bwd_kernel(
+    q, k, g_cum, beta_t, dAqk, dAkk, dq, dk, dG, dbeta_t, chunk_indices, cu_seqlens, scale, T, NT, TT,
+    n_tasks, n_programs,
+    H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
+    DOT_PRECISION: tl.constexpr, IS_VARLEN: tl.constexpr, TASK_LOOP: tl.constexpr,
+):
+    """Gradients through ``Akk`` and ``Aqk`` of one 16-token sub-chunk (its rows and its
+    columns), added in place to ``dq``, ``dk``, ``dG`` and ``dbeta_t``."""
+    if TASK_LOOP:
+        for i_task in tl.range(tl.program_id(0), n_tasks, n_programs):
+            _kda_intra_bwd_task(i_task, q, k, g_cum, beta_t, dAqk, dAkk, dq, dk, dG, dbeta_t, chunk_indices,
+                                cu_seqlens, scale, T, NT, TT, H, HV, K, BT, BK, DOT_PRECISION, IS_VARLEN)
+    else:
+        _kda_intra_bwd_task(tl.program_id(0), q, k, g_cum, beta_t, dAqk, dAkk, dq, dk, dG, dbeta_t, chunk_indices,
+                            cu_seqlens, scale, T, NT, TT, H, HV, K, BT, BK, DOT_PRECISION, IS_VARLEN)
+
+
+def kda_intra_bwd(q, k, g_cum, beta_t, dAqk, dAkk, dq, dk, dG, dbeta_t, scale, chunk_size, n_chunks,
+                  chunk_indices=None, cu_seqlens=None):
+    """Add the gradients through ``Akk`` and ``Aqk`` to ``dq``, ``dk``, ``dG`` (``[B, T, HV, K]``
+    float32) and ``dbeta_t`` (``[HV, B * T]`` float32), in place.
+
+    Args:
+        dAqk: ``[B, T, HV, BT]`` float32, the gradient of ``Aqk`` (``scale`` included in ``Aqk``);
+        dAkk: ``[B, T, HV, BT]`` float32, the gradient of ``Akk`` (``beta`` included in ``Akk``).
+    """
+    B, T, H, K = k.shape
+    HV = g_cum.shape[2]
+    n_tasks = n_chunks * HV * (chunk_size // BC)
+    plan = task_plan(n_tasks, "cube")
+    kda_intra_bwd_kernel[plan.grid](
+        q=q, k=k, g_cum=g_cum, beta_t=beta_t, dAqk=dAqk, dAkk=dAkk, dq=dq, dk=dk, dG=dG, dbeta_t=dbeta_t,
+        chunk_indices=chunk_indices, cu_seqlens=cu_seqlens, scale=scale, T=T, NT=cdiv(T, chunk_size), TT=B * T,
+        n_tasks=n_tasks, n_programs=plan.n_programs, H=H, HV=HV, K=K, BT=chunk_size, BK=_bk(K),
+        DOT_PRECISION=dot_precision("wy_bwd", k.dtype), IS_VARLEN=cu_seqlens is not None, TASK_LOOP=plan.task_loop,
+        **launch_options(num_warps=4),
+    )
