@@ -53,6 +53,16 @@ def test_every_kernel_has_tiles_a_stage_and_scenarios():
         assert representative and full and set(representative) <= set(full) | set(representative), name
 
 
+def test_a_shared_kernel_is_listed_per_op():
+    """The gated delta rule's fused recurrent kernel serves ``fused_recurrent_kda`` too: the catalogue
+    keeps the first op as its owner and lists it once per op (the NPU check launches both ops' scenarios)."""
+    name = "fla_ascend.ops.gated_delta_rule.fused_recurrent.fused_recurrent_gated_delta_rule_kernel"
+    assert catalog.kernels()[name][0].name == "fused_recurrent_gated_delta_rule"
+    ops_listing = [spec.name for spec, k in catalog.listings() if k.name == name]
+    assert ops_listing == ["fused_recurrent_gated_delta_rule", "fused_recurrent_kda"]
+    assert {k.name for _, k in catalog.listings()} == set(catalog.kernels())
+
+
 @pytest.mark.parametrize("name", list(SPECS))
 def test_spec_data_is_usable(name):
     spec = SPECS[name]

@@ -1,7 +1,8 @@
 """Signature parity with flash-linear-attention 0.6.0: each public op's and module method's
 parameters (names, positional order, defaults, ``**kwargs``), written down here as data from
 fla-core 0.6.0's sources (``fla/ops/gated_delta_rule/{chunk,fused_recurrent}.py``,
-``fla/modules/causal_conv1d/ops.py``, ``fla/modules/norm/{l2norm,fused_norm_gate,layernorm}.py``)."""
+``fla/ops/kda/fused_recurrent.py``, ``fla/modules/causal_conv1d/ops.py``,
+``fla/modules/norm/{l2norm,fused_norm_gate,layernorm}.py``)."""
 from __future__ import annotations
 
 import inspect
@@ -25,6 +26,11 @@ FLA_060 = {
          ("initial_state", None), ("output_final_state", False), ("use_qk_l2norm_in_kernel", False),
          ("use_gate_in_kernel", False), ("A_log", None), ("dt_bias", None), ("use_beta_sigmoid_in_kernel", False),
          ("allow_neg_eigval", False), ("state_v_first", False), ("cu_seqlens", None)], True),
+    "fused_recurrent_kda": (
+        [("q", REQ), ("k", REQ), ("v", REQ), ("g", REQ), ("beta", REQ), ("A_log", None), ("dt_bias", None),
+         ("scale", None), ("initial_state", None), ("output_final_state", False), ("use_qk_l2norm_in_kernel", False),
+         ("use_gate_in_kernel", False), ("use_beta_sigmoid_in_kernel", False), ("allow_neg_eigval", False),
+         ("lower_bound", None), ("state_v_first", False), ("cu_seqlens", None)], True),
     "causal_conv1d": (
         [("x", REQ), ("weight", None), ("bias", None), ("residual", None), ("initial_state", None),
          ("output_final_state", False), ("activation", None), ("backend", "triton"), ("cu_seqlens", None),

@@ -1,7 +1,8 @@
 """The NPU check's cases, read from the op catalogue (:mod:`fla_ascend.ops.catalog`).
 
 Every kernel of every op spec (``fla_ascend/ops/<op>/spec.py``: core kind, declared live tiles, the
-scenario set it is launched in) becomes one :class:`~fla_ascend.check.runner.Case` per scenario. A
+scenario set it is launched in) becomes one :class:`~fla_ascend.check.runner.Case` per scenario (a
+kernel two ops list, :func:`fla_ascend.ops.catalog.listings`, per scenario of each). A
 *scenario* calls a public op (forward, and backward where the op has one) on small CPU tensors with
 one configuration; under :func:`fla_ascend.compiler.capture.capture` nothing runs, every kernel launch is
 recorded with the exact grid, sizes and options the op's launcher computes for the chip.
@@ -22,10 +23,11 @@ __all__ = ["CASES", "FULL_CASES", "ALLOW"]
 
 def _cases(full: bool = False) -> list[Case]:
     out = []
-    for name, (spec, k) in catalog.kernels().items():
+    for spec, k in catalog.listings():
         representative, matrix = spec.scenarios[k.scenarios]
         for cfg, run in (matrix if full else representative).items():
-            out.append(Case(kernel=name, config=cfg, kind=k.kind, run=run, tiles=k.tiles, sizes=k.sizes, op=spec.name))
+            out.append(Case(kernel=k.name, config=cfg, kind=k.kind, run=run, tiles=k.tiles, sizes=k.sizes,
+                            op=spec.name))
     return out
 
 

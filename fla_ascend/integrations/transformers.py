@@ -1,17 +1,26 @@
 """Run Hugging Face transformers' linear-attention models on fla-ascend's kernels.
 
-transformers 5.x looks up four kernel names once, when a modeling module is imported:
-``chunk_gated_delta_rule`` and ``fused_recurrent_gated_delta_rule`` (from flash-linear-attention)
-and ``causal_conv1d_fn`` / ``causal_conv1d_update`` (from Dao's causal-conv1d package); without
-those packages it binds its slow PyTorch fallbacks. Each modeling module holds the bound function
-under a module-level name (``torch_chunk_gated_delta_rule``, ``torch_recurrent_gated_delta_rule``,
-``causal_conv1d_fn``, ``causal_conv1d_update``) that its layers call. :func:`enable` replaces
-those names with adapters over our ops; :func:`disable` puts the originals back.
+transformers 5.x looks up its kernel names once, when a modeling module is imported:
+``chunk_gated_delta_rule`` and ``fused_recurrent_gated_delta_rule`` (GatedDeltaNet models),
+``chunk_kda`` and ``fused_recurrent_kda`` (Kimi Linear), all from flash-linear-attention, and
+``causal_conv1d_fn`` / ``causal_conv1d_update`` (from Dao's causal-conv1d package); without those
+packages it binds its slow PyTorch fallbacks. Each modeling module holds the bound function under a
+module-level name (``torch_chunk_gated_delta_rule``, ``torch_recurrent_gated_delta_rule``,
+``chunk_kimi_delta_attention``, ``recurrent_kimi_delta_attention``, ``causal_conv1d_fn``,
+``causal_conv1d_update``) that its layers call. :func:`enable` replaces those names with adapters
+over our ops; :func:`disable` puts the originals back.
 
 Adapters:
 
-- the gated delta rule ops take flash-linear-attention's arguments, which ours share; keyword
-  arguments our op does not name are dropped, as transformers does for the package it binds;
+- the gated delta rule ops and ``fused_recurrent_kda`` take flash-linear-attention's arguments,
+  which ours share; keyword arguments our op does not name are dropped, as transformers does for the
+  package it binds;
+- ``chunk_kda``: transformers calls it with its fallback's signature, ``(query, key, value, g, beta,
+  chunk_size=64, initial_state, output_final_state, use_qk_l2norm_in_kernel, **kwargs)``, where
+  flash-linear-attention's ``chunk_kda`` has ``scale`` in the sixth place and reads ``chunk_size``
+  from its keyword arguments: :func:`kimi_chunk_kda` maps the one onto the other. It is installed
+  only when :func:`fla_ascend.ops.kda.chunk_kda` exists (:func:`enable` leaves transformers' own
+  ``chunk_kimi_delta_attention`` in place otherwise, and says so in :func:`unavailable`);
 - ``causal_conv1d_fn(x, weight, bias, seq_idx, initial_states, return_final_states,
   final_states_out, activation)`` follows causal-conv1d's interface: ``x`` ``[B, D, T]`` is read
   as its transpose ``[B, T, D]``, a view (no copy) whenever ``x`` is itself the transpose of a
@@ -23,7 +32,8 @@ Adapters:
   place by our decode kernel (``T > 1`` runs it token by token).
 
 Tested (CPU, float32, transformers 5.24.0; tests/integrations): Qwen3-Next and Qwen3.5 (prefill,
-padded batch, cached decode, training gradients) against transformers' own PyTorch path.
+padded batch, cached decode, training gradients) and Kimi Linear (cached decode; prefill and training
+with ``chunk_kda``) against transformers' own PyTorch path.
 """
 from __future__ import annotations
 
@@ -38,15 +48,21 @@ from pathlib import Path
 import torch
 
 from fla_ascend.integrations.handles import Handle, Handles
-from fla_ascend.ops import causal_conv1d, causal_conv1d_update, chunk_gated_delta_rule, fused_recurrent_gated_delta_rule
+from fla_ascend.ops import (
+    causal_conv1d,
+    causal_conv1d_update,
+    chunk_gated_delta_rule,
+    fused_recurrent_gated_delta_rule,
+    fused_recurrent_kda,
+)
 from fla_ascend.ops.utils import check_bools
 
 TESTED_TRANSFORMERS = "5.24.0"
 """The transformers release the tests run against (``scripts/setup_env.sh``); the ``transformers``
 extra allows ``>=5.24,<6``."""
 
-KERNEL_NAMES = ("chunk_gated_delta_rule", "fused_recurrent_gated_delta_rule", "causal_conv1d_fn",
-                "causal_conv1d_update")
+KERNEL_NAMES = ("chunk_gated_delta_rule", "fused_recurrent_gated_delta_rule", "chunk_kda", "fused_recurrent_kda",
+                "causal_conv1d_fn", "causal_conv1d_update")
 
 _DECORATED = re.compile(r'@use_kernel_func_from_hub_with_fallback\(\s*"(\w+)"[^)]*\)\s*\ndef (\w+)\(')
 
@@ -155,13 +171,67 @@ def conv1d_update(
     return torch.stack(steps, dim=-1)
 
 
+def _chunk_kda() -> Callable | None:
+    """:func:`fla_ascend.ops.kda.chunk_kda`, or ``None`` where this build has no chunked KDA op."""
+    return getattr(importlib.import_module("fla_ascend.ops.kda"), "chunk_kda", None)
+
+
+def kimi_chunk_kda(
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    g: torch.Tensor,
+    beta: torch.Tensor,
+    chunk_size: int = 64,
+    initial_state: torch.Tensor | None = None,
+    output_final_state: bool = False,
+    use_qk_l2norm_in_kernel: bool = False,
+    **kwargs,
+):
+    """transformers' ``chunk_kimi_delta_attention`` over :func:`fla_ascend.ops.kda.chunk_kda`.
+
+    Args:
+        query, key: ``[B, T, H, K]``; value: ``[B, T, HV, V]``; g: ``[B, T, HV, K]`` log decay (Kimi
+            Linear computes its gate before the call); beta: ``[B, T, HV]``.
+        chunk_size: passed on as ``chunk_kda``'s ``chunk_size`` keyword when it is not 64 (its default).
+        initial_state: ``[N, HV, K, V]`` or ``None``; output_final_state, use_qk_l2norm_in_kernel: as
+            ``chunk_kda``.
+        **kwargs: those ``chunk_kda`` names (``cu_seqlens``, ...) are passed on; the rest
+            (transformers' own, such as ``position_ids``) are dropped.
+
+    Returns:
+        ``(o [B, T, HV, V], final_state or None)``.
+
+    Raises:
+        NotImplementedError: this build has no ``chunk_kda``.
+    """
+    fn = _chunk_kda()
+    if fn is None:
+        raise NotImplementedError("chunk_kimi_delta_attention: fla_ascend.ops.kda.chunk_kda is not available in "
+                                  "this build; enable() leaves transformers' own function in place then")
+    names = {n for n, p in inspect.signature(fn).parameters.items() if p.kind is not p.VAR_KEYWORD}
+    kept = {k: v for k, v in kwargs.items() if k in names}
+    if chunk_size != 64:
+        kept["chunk_size"] = chunk_size
+    return fn(query, key, value, g, beta, initial_state=initial_state, output_final_state=output_final_state,
+              use_qk_l2norm_in_kernel=use_qk_l2norm_in_kernel, **kept)
+
+
 ADAPTERS: dict[str, Callable] = {
     "chunk_gated_delta_rule": _keep_named(chunk_gated_delta_rule),
     "fused_recurrent_gated_delta_rule": _keep_named(fused_recurrent_gated_delta_rule),
+    "chunk_kda": kimi_chunk_kda,
+    "fused_recurrent_kda": _keep_named(fused_recurrent_kda),
     "causal_conv1d_fn": _keep_named(conv1d_fn),
     "causal_conv1d_update": conv1d_update,
 }
 """transformers' kernel name -> the function installed in its place."""
+
+
+def unavailable() -> list[str]:
+    """Kernel names of :data:`KERNEL_NAMES` that :func:`enable` leaves to transformers because the op
+    behind the adapter is not in this build (``chunk_kda`` without :func:`fla_ascend.ops.kda.chunk_kda`)."""
+    return [] if _chunk_kda() is not None else ["chunk_kda"]
 
 
 @functools.lru_cache(maxsize=1)
@@ -220,7 +290,7 @@ def enable(models: Iterable[str] | None = None) -> Handle:
     """Route transformers' linear-attention kernel calls to fla-ascend's ops.
 
     Args:
-        models: model type names (``"qwen3_next"``, ``"qwen3_5"``, ...) or module names, or one
+        models: model type names (``"qwen3_next"``, ``"qwen3_5"``, ``"kimi_linear"``, ...) or module names, or one
             such name as a string; ``None`` (default): every model :func:`find_models` lists. Their
             modeling modules are imported.
 
@@ -234,9 +304,12 @@ def enable(models: Iterable[str] | None = None) -> Handle:
         ValueError: a requested model binds none of the kernel names.
     """
     keys = []
+    missing = set(unavailable())
     for module_name, names in _selected(models).items():
         module = importlib.import_module(module_name)
         for kernel, attr in names.items():
+            if kernel in missing:
+                continue
             key = (module_name, attr)
             if key not in _patched:
                 _patched[key] = getattr(module, attr)

@@ -18,8 +18,8 @@ import pkgutil
 
 from fla_ascend.ops.spec import DIM_ORDER, Kernel, OpSpec, shape_key
 
-__all__ = ["DIM_ORDER", "DEFAULT_SHAPE", "specs", "get", "kernels", "named_shapes", "shape_groups", "shape_key",
-           "spec_modules"]
+__all__ = ["DIM_ORDER", "DEFAULT_SHAPE", "specs", "get", "kernels", "listings", "named_shapes", "shape_groups",
+           "shape_key", "spec_modules"]
 
 DEFAULT_SHAPE = "qwen3next"
 """The shape ``default`` names: Qwen3-Next's GatedDeltaNet layer."""
@@ -35,22 +35,25 @@ def spec_modules() -> list[str]:
 
 
 @functools.cache
-def _load() -> tuple[dict[str, OpSpec], dict[str, tuple[OpSpec, Kernel]]]:
+def _load() -> tuple[dict[str, OpSpec], dict[str, tuple[OpSpec, Kernel]], tuple[tuple[OpSpec, Kernel], ...]]:
     ops: dict[str, OpSpec] = {}
     kern: dict[str, tuple[OpSpec, Kernel]] = {}
+    listed: list[tuple[OpSpec, Kernel]] = []
     for module in spec_modules():
         for spec in importlib.import_module(module).SPECS:
             if spec.name in ops:
                 raise RuntimeError(f"op {spec.name!r} is specified twice ({module} and an earlier spec module)")
             ops[spec.name] = spec
             for k in spec.kernels:
-                if k.name in kern:
-                    raise RuntimeError(f"kernel {k.name} is claimed by {kern[k.name][0].name} and {spec.name}")
+                if k.name in kern and kern[k.name][1] != k:
+                    raise RuntimeError(f"kernel {k.name} is listed by {kern[k.name][0].name} and {spec.name} with "
+                                       "different records (a shared kernel is listed with the same Kernel)")
                 if k.scenarios not in spec.scenarios:
                     raise RuntimeError(f"{spec.name}: kernel {k.name} names scenario set {k.scenarios!r}, "
                                        f"which the spec lacks (it has {sorted(spec.scenarios)})")
-                kern[k.name] = (spec, k)
-    return ops, kern
+                kern.setdefault(k.name, (spec, k))
+                listed.append((spec, k))
+    return ops, kern, tuple(listed)
 
 
 def specs() -> dict[str, OpSpec]:
@@ -71,8 +74,17 @@ def get(name: str) -> OpSpec:
 
 
 def kernels() -> dict[str, tuple[OpSpec, Kernel]]:
-    """Every kernel of every op: qualified kernel name -> ``(op spec, kernel spec)``."""
+    """Every kernel of every op: qualified kernel name -> ``(op spec, kernel spec)``. A kernel two ops
+    share (the gated delta rule's fused recurrent kernel, which ``fused_recurrent_kda`` runs too) maps
+    to the first op in catalogue order, its owner; :func:`listings` has every op's listing."""
     return dict(_load()[1])
+
+
+def listings() -> list[tuple[OpSpec, Kernel]]:
+    """Every ``(op spec, kernel spec)`` pair of the catalogue, in catalogue order: a kernel listed by
+    several ops (with the same :class:`Kernel` record) appears once per op, so the NPU check launches
+    it in each op's scenarios."""
+    return list(_load()[2])
 
 
 @functools.cache

@@ -1,7 +1,8 @@
-"""transformers' Qwen3-Next and Qwen3.5 (tiny random configs: 2 layers, hidden 128, one
+"""transformers' Qwen3-Next, Qwen3.5 and Kimi Linear (tiny random configs: 2 layers, hidden 128, one
 linear-attention layer) with :func:`fla_ascend.integrations.transformers.enable` against
 transformers' own PyTorch path: prefill, a padded batch, 4 cached decode steps, a training step's
-gradients, decode with grad mode on. float32 on the CPU (the interpreter)."""
+gradients, decode with grad mode on (Kimi Linear's prefill and training need ``chunk_kda``). float32
+on the CPU (the interpreter)."""
 from __future__ import annotations
 
 import copy
@@ -62,10 +63,15 @@ def _logits(m, **kw):
     return m(**kw).logits
 
 
-def test_find_models_lists_qwen():
+def test_find_models_lists_qwen_and_kimi():
     found = {name.split(".")[2]: kernels for name, kernels in ft.find_models().items()}
+    conv = {"causal_conv1d_fn", "causal_conv1d_update"}
     for model_type in ("qwen3_next", "qwen3_5"):
-        assert set(found[model_type]) == set(ft.KERNEL_NAMES), found[model_type]
+        assert set(found[model_type]) == {"chunk_gated_delta_rule", "fused_recurrent_gated_delta_rule"} | conv
+    assert found["kimi_linear"] == {"chunk_kda": "chunk_kimi_delta_attention",
+                                    "fused_recurrent_kda": "recurrent_kimi_delta_attention",
+                                    "causal_conv1d_fn": "causal_conv1d_fn",
+                                    "causal_conv1d_update": "causal_conv1d_update"}
 
 
 @pytest.mark.parametrize("model", _params("qwen3_next", "qwen3_5"), indirect=True)
@@ -251,3 +257,134 @@ def test_qwen3_next_layer_real_size_gpu(tmp_path):
     ours, torch_bf16 = rows["fla_ascend"], rows["torch"]
     for key in ("out_rel_rmse", "dx_rel_rmse", "max_param_grad_rel_rmse"):
         assert ours[key] <= 3 * torch_bf16[key] + 2e-3, (key, ours[key], torch_bf16[key])
+
+
+# --- Kimi Linear (KDA) --------------------------------------------------------------------------
+
+def _kimi_linear():
+    cfg = transformers.KimiLinearConfig(
+        vocab_size=VOCAB, hidden_size=128, intermediate_size=64, moe_intermediate_size=32, num_hidden_layers=2,
+        num_attention_heads=2, num_key_value_heads=2, kv_lora_rank=16, q_lora_rank=None, qk_rope_head_dim=16,
+        v_head_dim=32, qk_nope_head_dim=16, num_experts_per_tok=1, num_local_experts=2, linear_head_dim=32,
+        linear_num_heads=4, layer_types=["linear_attention", "full_attention"], pad_token_id=0, bos_token_id=1,
+        eos_token_id=2,
+    )
+    torch.manual_seed(0)
+    m = transformers.KimiLinearForCausalLM(cfg).float()
+    with torch.no_grad():  # a decay that matters over the test's tokens
+        m.model.layers[0].self_attn.forget_gate.A_log.uniform_(-2, 0)
+        m.model.layers[0].self_attn.forget_gate.dt_bias.normal_(0, 0.5)
+    return m.eval()
+
+
+KIMI = "kimi_linear"
+_KIMI_MODULE = "transformers.models.kimi_linear.modeling_kimi_linear"
+
+
+def _has_chunk_kda() -> bool:
+    return "chunk_kda" not in ft.unavailable()
+
+
+needs_chunk_kda = pytest.mark.skipif(not _has_chunk_kda(), reason="fla_ascend.ops.kda.chunk_kda is not in this build")
+
+
+def test_kimi_linear_enable_routes_kda():
+    module = __import__(_KIMI_MODULE, fromlist=["x"])
+    before_rec, before_chunk = module.recurrent_kimi_delta_attention, module.chunk_kimi_delta_attention
+    with ft.enable(KIMI):
+        assert module.recurrent_kimi_delta_attention is ft.ADAPTERS["fused_recurrent_kda"]
+        assert module.causal_conv1d_update is ft.ADAPTERS["causal_conv1d_update"]
+        expect = ft.ADAPTERS["chunk_kda"] if _has_chunk_kda() else before_chunk
+        assert module.chunk_kimi_delta_attention is expect
+        assert ft.enabled_models() == [KIMI]
+    assert module.recurrent_kimi_delta_attention is before_rec and module.chunk_kimi_delta_attention is before_chunk
+
+
+def _kimi_decode(m, steps=4):
+    ids = torch.randint(0, VOCAB, (B, 12), generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        out = m(input_ids=ids, use_cache=True)
+        cache, logits = out.cache, [out.logits[:, -1]]
+        for _ in range(steps):
+            nxt = logits[-1].argmax(-1, keepdim=True)
+            out = m(input_ids=nxt, cache=cache, use_cache=True)
+            cache = out.cache
+            logits.append(out.logits[:, -1])
+    return torch.stack(logits), cache
+
+
+def test_kimi_linear_cached_decode():
+    """Prefill with a cache (transformers' chunk function unless chunk_kda exists), then 4 decode
+    steps through fused_recurrent_kda and the conv update kernel; logits and the recurrent state."""
+    m = _kimi_linear()
+    ref, ref_cache = _kimi_decode(m)
+    with ft.enable(KIMI):
+        out, cache = _kimi_decode(m)
+    assert rel_rmse(ref, out) < TOL
+    ref_state, state = ref_cache.get_recurrent_state(0, state_idx=0), cache.get_recurrent_state(0, state_idx=0)
+    assert state.dtype == torch.float32 and rel_rmse(ref_state, state) < TOL
+
+
+def test_kimi_linear_decode_with_grad_mode_on():
+    m = _kimi_linear()
+    ids = torch.randint(0, VOCAB, (B, 8))
+    with ft.enable(KIMI):
+        with torch.no_grad():
+            cache = m(input_ids=ids, use_cache=True).cache
+        nxt = ids[:, -1:]
+        cache2 = copy.deepcopy(cache)
+        out = m(input_ids=nxt, cache=cache, use_cache=True).logits
+        assert out.requires_grad
+        with torch.no_grad():
+            ref = m(input_ids=nxt, cache=cache2, use_cache=True).logits
+    assert rel_rmse(ref, out.detach()) < TOL
+
+
+@needs_chunk_kda
+def test_kimi_linear_prefill_and_padded_batch():
+    m = _kimi_linear()
+    ids = torch.randint(0, VOCAB, (B, T))
+    mask = torch.ones(B, T, dtype=torch.long)
+    mask[1, :5] = 0
+    with torch.no_grad():
+        ref, ref_pad = _logits(m, input_ids=ids), _logits(m, input_ids=ids, attention_mask=mask)
+        with ft.enable(KIMI):
+            out, out_pad = _logits(m, input_ids=ids), _logits(m, input_ids=ids, attention_mask=mask)
+    assert rel_rmse(ref, out) < TOL
+    assert rel_rmse(ref_pad[1, 5:], out_pad[1, 5:]) < TOL and rel_rmse(ref_pad[0], out_pad[0]) < TOL
+
+
+@needs_chunk_kda
+def test_kimi_linear_training_step_gradients():
+    m = _kimi_linear()
+    ids = torch.randint(0, VOCAB, (B, T))
+
+    def grads():
+        m.zero_grad()
+        m.train()
+        loss = m(input_ids=ids, labels=ids).loss
+        loss.backward()
+        m.eval()
+        return loss.detach(), {n: p.grad.clone() for n, p in m.named_parameters() if p.grad is not None}
+
+    ref_loss, ref = grads()
+    with ft.enable(KIMI):
+        loss, out = grads()
+    assert rel_rmse(ref_loss, loss) < TOL
+    assert ref.keys() == out.keys()
+    for n in ref:
+        assert (ref[n] - out[n]).norm() <= 1e-4 * ref[n].norm() + 1e-7, n
+
+
+def test_kimi_chunk_adapter_signature():
+    """transformers' fallback signature (chunk_size sixth, where flash-linear-attention's chunk_kda has
+    scale); without chunk_kda the adapter says so."""
+    import inspect
+
+    params = list(inspect.signature(ft.kimi_chunk_kda).parameters)
+    fallback = __import__(_KIMI_MODULE, fromlist=["x"]).chunk_kimi_delta_attention
+    assert params == list(inspect.signature(fallback).parameters)
+    if not _has_chunk_kda():
+        x = torch.zeros(1, 2, 1, 4)
+        with pytest.raises(NotImplementedError, match="chunk_kda is not available"):
+            ft.kimi_chunk_kda(x, x, x, x, torch.zeros(1, 2, 1))

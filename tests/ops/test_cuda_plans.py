@@ -20,7 +20,7 @@ from fla_ascend.ops import catalog
 target = backend.Target(device_type="cuda", interpret=False, cube_cores=132, vector_cores=132, tensor_device="cpu")
 counts, errors = collections.Counter(), []
 seen = set()
-for name, (spec, k) in catalog.kernels().items():
+for spec, k in catalog.listings():
     for cfg, run in spec.scenarios[k.scenarios][0].items():
         if (spec.name, k.scenarios, cfg) in seen:
             continue

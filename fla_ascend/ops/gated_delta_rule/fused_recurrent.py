@@ -4,7 +4,11 @@ prefill (forward only: it runs with grad mode on, a backward through it raises).
 for the whole sequence, so the state is read and written once per call; at T = 1 (decode) that
 state traffic is the whole cost. Optional per-token decays (``g`` scalar, ``gk`` per key row,
 ``gv`` per value column), beta (``[B, T, HV]``, per value column, or absent), beta logits and a
-V-first state layout are constexpr flags, as flash-linear-attention 0.6.0's arguments.
+V-first state layout are constexpr flags, as flash-linear-attention 0.6.0's arguments. The gate
+activation in the kernel applies to ``g`` (GatedDeltaNet: ``A_log``, ``dt_bias`` ``[HV]``) or, with
+``GATE_GK``, to ``gk`` (Kimi Delta Attention, :mod:`fla_ascend.ops.kda.fused_recurrent`: ``dt_bias``
+``[HV * K]``), either ``-exp(A_log) * softplus(x + dt_bias)`` or, with ``USE_LOWER_BOUND``,
+``lower_bound * sigmoid(exp(A_log) * (x + dt_bias))`` (``A_log`` optional there).
 """
 from __future__ import annotations
 
@@ -19,20 +23,33 @@ import triton.language as tl
 from fla_ascend import backend
 from fla_ascend.ops.gated_delta_rule.inputs import check_extra_kwargs, validate_inputs
 from fla_ascend.ops.utils import check_bools
-from fla_ascend.ops.utils.math import softplus
+from fla_ascend.ops.utils.math import sigmoid, softplus
 from fla_ascend.tiling import task_plan
 from fla_ascend.tiling.sizes import cdiv, next_pow2
 from fla_ascend.tiling.ub import Tile, fit_tiles
 
 
 @triton.jit
+def _gate(x, b_A, lower_bound, HAS_A_LOG: tl.constexpr, USE_LOWER_BOUND: tl.constexpr):
+    """The log decay from the raw gate input ``x`` (``dt_bias`` added already); ``b_A`` is
+    ``exp(A_log)``, unused without ``HAS_A_LOG``."""
+    if USE_LOWER_BOUND:
+        if HAS_A_LOG:
+            x = b_A * x
+        return lower_bound * sigmoid(x)
+    else:
+        return -b_A * softplus(x)
+
+
+@triton.jit
 def _fused_recurrent_task(
-    i_task, q, k, v, g, gk, gv, beta, A_log, dt_bias, o, h0, ht, cu_seqlens, scale, T,
+    i_task, q, k, v, g, gk, gv, beta, A_log, dt_bias, o, h0, ht, cu_seqlens, scale, lower_bound, T,
     H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr,
     USE_INITIAL_STATE: tl.constexpr, STORE_FINAL_STATE: tl.constexpr, USE_QK_L2NORM: tl.constexpr,
     USE_GATE: tl.constexpr, HAS_DT_BIAS: tl.constexpr, IS_VARLEN: tl.constexpr,
     USE_G: tl.constexpr, USE_GK: tl.constexpr, USE_GV: tl.constexpr, USE_BETA: tl.constexpr,
     BETA_SIGMOID: tl.constexpr, NEG_EIGVAL: tl.constexpr, STATE_V_FIRST: tl.constexpr, BETA_PER_V: tl.constexpr,
+    GATE_GK: tl.constexpr, HAS_A_LOG: tl.constexpr, USE_LOWER_BOUND: tl.constexpr,
 ):
     NV = tl.cdiv(V, BV)
     i_n = tl.cast(i_task // (HV * NV), tl.int64)
@@ -63,10 +80,15 @@ def _fused_recurrent_task(
             b_h += tl.trans(tl.load(h0 + p_state, mask=m_s, other=0.0).to(tl.float32))  # [BK, BV]
         else:
             b_h += tl.load(h0 + p_state, mask=m_s, other=0.0).to(tl.float32)
+    b_A = 1.0
     if USE_GATE:
-        b_A = tl.exp(tl.load(A_log + i_hv).to(tl.float32))
+        if HAS_A_LOG:
+            b_A = tl.exp(tl.load(A_log + i_hv).to(tl.float32))
         if HAS_DT_BIAS:
-            b_dt = tl.load(dt_bias + i_hv).to(tl.float32)
+            if GATE_GK:  # dt_bias [HV * K]: one per key row
+                b_dt = tl.load(dt_bias + i_hv * K + o_k, mask=m_k, other=0.0).to(tl.float32)  # [BK]
+            else:
+                b_dt = tl.load(dt_bias + i_hv).to(tl.float32)
     for t in range(bos, eos):
         p_qk = (t * H + i_h) * K + o_k
         b_q = tl.load(q + p_qk, mask=m_k, other=0.0).to(tl.float32)  # [BK]
@@ -89,13 +111,17 @@ def _fused_recurrent_task(
             b_beta = 1.0
         if USE_G:
             b_g = tl.load(g + t * HV + i_hv).to(tl.float32)
-            if USE_GATE:
+            if USE_GATE and not GATE_GK:
                 if HAS_DT_BIAS:
                     b_g = b_g + b_dt
-                b_g = -b_A * softplus(b_g)
+                b_g = _gate(b_g, b_A, lower_bound, HAS_A_LOG, USE_LOWER_BOUND)
             b_h = b_h * tl.exp(b_g)
         if USE_GK:
             b_gk = tl.load(gk + (t * HV + i_hv) * K + o_k, mask=m_k, other=0.0).to(tl.float32)  # [BK]
+            if USE_GATE and GATE_GK:
+                if HAS_DT_BIAS:
+                    b_gk = b_gk + b_dt
+                b_gk = _gate(b_gk, b_A, lower_bound, HAS_A_LOG, USE_LOWER_BOUND)  # [BK]
             b_h = b_h * tl.exp(b_gk)[:, None]
         if USE_GV:
             b_gv = tl.load(gv + p_v, mask=m_v, other=0.0).to(tl.float32)  # [BV]
@@ -113,25 +139,28 @@ def _fused_recurrent_task(
 
 @triton.jit(do_not_specialize=["T", "n_tasks", "n_programs"])
 def fused_recurrent_gated_delta_rule_kernel(
-    q, k, v, g, gk, gv, beta, A_log, dt_bias, o, h0, ht, cu_seqlens, scale, T, n_tasks, n_programs,
+    q, k, v, g, gk, gv, beta, A_log, dt_bias, o, h0, ht, cu_seqlens, scale, lower_bound, T, n_tasks, n_programs,
     H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr,
     USE_INITIAL_STATE: tl.constexpr, STORE_FINAL_STATE: tl.constexpr, USE_QK_L2NORM: tl.constexpr,
     USE_GATE: tl.constexpr, HAS_DT_BIAS: tl.constexpr, IS_VARLEN: tl.constexpr, TASK_LOOP: tl.constexpr,
     USE_G: tl.constexpr = True, USE_GK: tl.constexpr = False, USE_GV: tl.constexpr = False,
     USE_BETA: tl.constexpr = True, BETA_SIGMOID: tl.constexpr = False, NEG_EIGVAL: tl.constexpr = False,
     STATE_V_FIRST: tl.constexpr = False, BETA_PER_V: tl.constexpr = False,
+    GATE_GK: tl.constexpr = False, HAS_A_LOG: tl.constexpr = True, USE_LOWER_BOUND: tl.constexpr = False,
 ):
     if TASK_LOOP:
         for i_task in tl.range(tl.program_id(0), n_tasks, n_programs):
-            _fused_recurrent_task(i_task, q, k, v, g, gk, gv, beta, A_log, dt_bias, o, h0, ht, cu_seqlens, scale, T,
-                                  H, HV, K, V, BK, BV, USE_INITIAL_STATE, STORE_FINAL_STATE, USE_QK_L2NORM,
-                                  USE_GATE, HAS_DT_BIAS, IS_VARLEN, USE_G, USE_GK, USE_GV, USE_BETA, BETA_SIGMOID,
-                                  NEG_EIGVAL, STATE_V_FIRST, BETA_PER_V)
+            _fused_recurrent_task(i_task, q, k, v, g, gk, gv, beta, A_log, dt_bias, o, h0, ht, cu_seqlens, scale,
+                                  lower_bound, T, H, HV, K, V, BK, BV, USE_INITIAL_STATE, STORE_FINAL_STATE,
+                                  USE_QK_L2NORM, USE_GATE, HAS_DT_BIAS, IS_VARLEN, USE_G, USE_GK, USE_GV, USE_BETA,
+                                  BETA_SIGMOID, NEG_EIGVAL, STATE_V_FIRST, BETA_PER_V, GATE_GK, HAS_A_LOG,
+                                  USE_LOWER_BOUND)
     else:
         _fused_recurrent_task(tl.program_id(0), q, k, v, g, gk, gv, beta, A_log, dt_bias, o, h0, ht, cu_seqlens,
-                              scale, T, H, HV, K, V, BK, BV, USE_INITIAL_STATE, STORE_FINAL_STATE, USE_QK_L2NORM,
-                              USE_GATE, HAS_DT_BIAS, IS_VARLEN, USE_G, USE_GK, USE_GV, USE_BETA, BETA_SIGMOID,
-                              NEG_EIGVAL, STATE_V_FIRST, BETA_PER_V)
+                              scale, lower_bound, T, H, HV, K, V, BK, BV, USE_INITIAL_STATE, STORE_FINAL_STATE,
+                              USE_QK_L2NORM, USE_GATE, HAS_DT_BIAS, IS_VARLEN, USE_G, USE_GK, USE_GV, USE_BETA,
+                              BETA_SIGMOID, NEG_EIGVAL, STATE_V_FIRST, BETA_PER_V, GATE_GK, HAS_A_LOG,
+                              USE_LOWER_BOUND)
 
 
 CUDA_TILES = MappingProxyType({"bv": 32, "num_warps": 2})
@@ -153,6 +182,7 @@ RECURRENT_TILES = [
     Tile(("2 * STATE_V_FIRST", "BK", "BV"), "fp32", "the transposed state tiles of a V-first state"),
     Tile(("STATE_V_FIRST", "BK", "BK"), "fp32", "the on-chip transposes' scratch"),
     Tile(("USE_GK", "BK"), "fp32", "gk row decays"), Tile(("USE_GV", "BV"), "fp32", "gv column decays"),
+    Tile(("4 * GATE_GK", "BK"), "fp32", "the per-row gate activation: dt_bias row, softplus or sigmoid temporaries"),
 ]
 """Live tiles of :func:`fused_recurrent_gated_delta_rule_kernel` for the UB model, for a launch
 with ``multibuffer=False``. bishengir-compile (Ascend910B2) then plans four ``[BK, BV]`` fp32
@@ -173,7 +203,7 @@ def _recurrent_tiles(K: int, V: int, x: torch.Tensor, flags: dict | None = None)
     single-buffered (``BV = 64`` at ``K <= 128``, 32 at ``K = 256``), launched with
     ``multibuffer=False``: one time step's loads are a few hundred bytes, so double-buffering would
     only halve ``BV``. Elsewhere up to 64. ``flags``: the kernel's ``STATE_V_FIRST``, ``USE_GK``,
-    ``USE_GV`` (0/1; default 0), which add tiles. A ``bv`` in the active target's overrides applies
+    ``USE_GV``, ``GATE_GK`` (0/1; default 0), which add tiles. A ``bv`` in the active target's overrides applies
     off the NPU (CUDA and the interpreter)."""
     if backend.device_type() == "cuda":
         return min(backend.table("fused_recurrent_gated_delta_rule", CUDA_TILES)["bv"], next_pow2(V)), {}
@@ -181,7 +211,7 @@ def _recurrent_tiles(K: int, V: int, x: torch.Tensor, flags: dict | None = None)
         cands = [b for b in (64, 32, 16, 8) if b <= max(8, next_pow2(V))]
         bv = fit_tiles(RECURRENT_TILES, {"BV": cands},
                        fixed={"BK": next_pow2(K), "in_bytes": x.element_size(),
-                              "STATE_V_FIRST": 0, "USE_GK": 0, "USE_GV": 0, **(flags or {})},
+                              "STATE_V_FIRST": 0, "USE_GK": 0, "USE_GV": 0, "GATE_GK": 0, **(flags or {})},
                        multibuffer=1, margin=NPU_UB_MARGIN)["BV"]
         return bv, {"multibuffer": False}
     over = backend.current().overrides.get("fused_recurrent_gated_delta_rule", {})
@@ -189,29 +219,41 @@ def _recurrent_tiles(K: int, V: int, x: torch.Tensor, flags: dict | None = None)
 
 
 def fused_recurrent_gated_delta_rule_fwd(x, output_final_state, use_qk_l2norm_in_kernel, use_beta_sigmoid_in_kernel,
-                                         allow_neg_eigval, state_v_first):
-    """Launch the kernel on validated inputs ``x`` (:class:`GatedDeltaRuleInputs`). Returns ``(o, final_state)``."""
+                                         allow_neg_eigval, state_v_first, *, use_gate_in_kernel=None, gate_gk=False,
+                                         lower_bound=None, out=None, final_state=None):
+    """Launch the kernel on validated inputs ``x`` (:class:`GatedDeltaRuleInputs`). Returns ``(o, final_state)``.
+
+    Keyword-only (checked by the caller): ``use_gate_in_kernel`` (default: ``x.A_log`` given),
+    ``gate_gk`` (the gate activation applies to ``x.gk`` with ``dt_bias`` ``[HV * K]``), ``lower_bound``
+    (a float: the lower-bound activation), ``out`` (a contiguous ``[B, T, HV, V]`` tensor in v's dtype to
+    write ``o`` into) and ``final_state`` (a contiguous float32 state tensor to write the final state
+    into, possibly ``x.initial_state`` itself: each task reads its state slice before it writes it)."""
     B, T, H, K = x.q.shape
     HV, V = x.v.shape[2], x.v.shape[3]
-    o = torch.empty(B, T, HV, V, dtype=x.v.dtype, device=x.q.device)  # v's dtype, as flash-linear-attention
-    ht = None
-    if output_final_state:
+    if use_gate_in_kernel is None:
+        use_gate_in_kernel = x.A_log is not None
+    o = out if out is not None else torch.empty(B, T, HV, V, dtype=x.v.dtype, device=x.q.device)  # v's dtype
+    ht = final_state
+    if output_final_state and ht is None:
         ht = torch.empty(x.N, HV, *((V, K) if state_v_first else (K, V)), dtype=torch.float32, device=x.q.device)
     BV, npu_options = _recurrent_tiles(K, V, x.q, {"STATE_V_FIRST": int(state_v_first), "USE_GK": int(x.gk is not None),
-                                                   "USE_GV": int(x.gv is not None)})
+                                                   "USE_GV": int(x.gv is not None),
+                                                   "GATE_GK": int(gate_gk and use_gate_in_kernel)})
     n_tasks = x.N * HV * cdiv(V, BV)
     plan = task_plan(n_tasks, "vector")
     fused_recurrent_gated_delta_rule_kernel[plan.grid](
         q=x.q, k=x.k, v=x.v, g=x.g, gk=x.gk, gv=x.gv, beta=x.beta, A_log=x.A_log, dt_bias=x.dt_bias, o=o,
-        h0=x.initial_state, ht=ht, cu_seqlens=x.cu_seqlens, scale=x.scale, T=T,
+        h0=x.initial_state, ht=ht, cu_seqlens=x.cu_seqlens, scale=x.scale,
+        lower_bound=0.0 if lower_bound is None else float(lower_bound), T=T,
         n_tasks=n_tasks, n_programs=plan.n_programs,
         H=H, HV=HV, K=K, V=V, BK=next_pow2(K), BV=BV,
-        USE_INITIAL_STATE=x.initial_state is not None, STORE_FINAL_STATE=output_final_state,
-        USE_QK_L2NORM=use_qk_l2norm_in_kernel, USE_GATE=x.A_log is not None, HAS_DT_BIAS=x.dt_bias is not None,
+        USE_INITIAL_STATE=x.initial_state is not None, STORE_FINAL_STATE=ht is not None,
+        USE_QK_L2NORM=use_qk_l2norm_in_kernel, USE_GATE=use_gate_in_kernel, HAS_DT_BIAS=x.dt_bias is not None,
         IS_VARLEN=x.cu_seqlens is not None, TASK_LOOP=plan.task_loop,
         USE_G=x.g is not None, USE_GK=x.gk is not None, USE_GV=x.gv is not None, USE_BETA=x.beta is not None,
         BETA_SIGMOID=use_beta_sigmoid_in_kernel, NEG_EIGVAL=allow_neg_eigval, STATE_V_FIRST=state_v_first,
         BETA_PER_V=x.beta is not None and x.beta.dim() == 4,
+        GATE_GK=gate_gk, HAS_A_LOG=x.A_log is not None, USE_LOWER_BOUND=lower_bound is not None,
         **launch_options(num_warps=backend.table("fused_recurrent_gated_delta_rule", CUDA_TILES)["num_warps"],
                          **npu_options),
     )
@@ -220,17 +262,23 @@ def fused_recurrent_gated_delta_rule_fwd(x, output_final_state, use_qk_l2norm_in
 
 class FusedRecurrentFunction(torch.autograd.Function):
     """Forward in autograd (so it runs with grad mode on, as flash-linear-attention's does); the
-    backward refuses."""
+    backward refuses, naming the op (``op``, ``chunk_op``: the public op and its chunked counterpart)."""
 
     @staticmethod
-    def forward(ctx, x, output_final_state, flags, *tensors):
-        return fused_recurrent_gated_delta_rule_fwd(x, output_final_state, *flags)
+    def forward(ctx, x, output_final_state, flags, options, *tensors):
+        options = dict(options)
+        ctx.op, ctx.chunk_op = options.pop("op", "fused_recurrent_gated_delta_rule"), options.pop(
+            "chunk_op", "chunk_gated_delta_rule")
+        result = fused_recurrent_gated_delta_rule_fwd(x, output_final_state, *flags, **options)
+        # a final state written into an input (inplace_final_state) is returned as that tensor
+        ctx.mark_dirty(*[t for t in tensors if t is options.get("final_state")])
+        return result
 
     @staticmethod
     def backward(ctx, do, dht):
         raise NotImplementedError(
-            "fused_recurrent_gated_delta_rule has no backward (it is the decode op, as in flash-linear-attention): "
-            "use chunk_gated_delta_rule for training, or detach its outputs"
+            f"{ctx.op} has no backward (it is the decode op, as in flash-linear-attention): "
+            f"use {ctx.chunk_op} for training, or detach its outputs"
         )
 
 
@@ -302,5 +350,5 @@ def fused_recurrent_gated_delta_rule(
     inputs = [t for t in (q, k, v, g, gk, gv, beta, initial_state, A_log, dt_bias) if t is not None]
     if torch.is_grad_enabled() and any(t.requires_grad for t in inputs):
         # in the graph, so that a backward reaches FusedRecurrentFunction.backward and its message
-        return FusedRecurrentFunction.apply(x, output_final_state, flags, *inputs)
+        return FusedRecurrentFunction.apply(x, output_final_state, flags, {}, *inputs)
     return fused_recurrent_gated_delta_rule_fwd(x, output_final_state, *flags)

@@ -242,6 +242,11 @@ CHUNK_KERNELS = (
     Kernel(_C + "gva.gva_group_sum_kernel", "vector", gva.GVA_SUM_TILES, "GVA group sum", "chunk"),
 )
 
+RECURRENT_KERNEL = Kernel("fla_ascend.ops.gated_delta_rule.fused_recurrent.fused_recurrent_gated_delta_rule_kernel",
+                          "vector", fused_recurrent.RECURRENT_TILES, "recurrent step", "recurrent")
+"""The fused recurrent kernel's record; ``fused_recurrent_kda`` (:mod:`fla_ascend.ops.kda.spec`) lists
+the same record, with its own ``recurrent`` scenarios."""
+
 SPECS = [
     OpSpec(
         name="chunk_gated_delta_rule",
@@ -280,8 +285,7 @@ SPECS = [
         modes=("fwd",),
         shapes=SHAPE_GROUPS["decode-anchors"],
         ci_shape=dict(B=2, T=1, H=2, HV=4, K=128, V=128),
-        kernels=(Kernel("fla_ascend.ops.gated_delta_rule.fused_recurrent.fused_recurrent_gated_delta_rule_kernel",
-                        "vector", fused_recurrent.RECURRENT_TILES, "recurrent step", "recurrent"),),
+        kernels=(RECURRENT_KERNEL,),
         scenarios={"recurrent": (RECURRENT_SCENARIOS, RECURRENT_FULL)},
         fla_stages=((r"recurrent", "recurrent step"),),
         bytes_moved=lambda shape, dtype, mode: _bytes(shape, dtype, mode, decode=True),
