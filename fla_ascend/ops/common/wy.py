@@ -196,7 +196,7 @@ def _chunk_wy_fwd_task(
     H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr,
     BT: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr,
     DOT_PRECISION: tl.constexpr, AI_MODE: tl.constexpr, IS_VARLEN: tl.constexpr, F32_CHAIN: tl.constexpr,
-    STORE_AI: tl.constexpr,
+    STORE_AI: tl.constexpr, PLAIN_BT16: tl.constexpr,
 ):
     i_c = i_task // HV
     i_hv = i_task % HV
@@ -238,7 +238,10 @@ def _chunk_wy_fwd_task(
             tl.store(A_off + (t0 * HV + i_hv) * BT + o_t[:, None] * (HV * BT) + o_t[None, :],
                      tl.where(m_off, b_A, 0.0), mask=m_t[:, None])
         else:
-            b_Ai = wy_inverse(b_A, k.dtype.element_ty, BT, DOT_PRECISION)  # [BT, BT]
+            if PLAIN_BT16 and BT == 16:  # the one diagonal block is the tile: no masked extraction (docstring)
+                b_Ai = tl.reshape(_diag_subst(tl.reshape(b_A, [1, 16, 16])), [BT, BT])
+            else:
+                b_Ai = wy_inverse(b_A, k.dtype.element_ty, BT, DOT_PRECISION)  # [BT, BT]
             if AI_MODE == "store":
                 p_Ai = Ai + (t0 * HV + i_hv) * BT + o_t[:, None] * (HV * BT) + o_t[None, :]
                 tl.store(p_Ai, b_Ai.to(Ai.dtype.element_ty), mask=m_t[:, None])
@@ -283,7 +286,7 @@ def chunk_wy_fwd_kernel(
     H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr,
     BT: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr,
     DOT_PRECISION: tl.constexpr, AI_MODE: tl.constexpr, IS_VARLEN: tl.constexpr, TASK_LOOP: tl.constexpr,
-    F32_CHAIN: tl.constexpr = False, A_off=None, STORE_AI: tl.constexpr = False,
+    F32_CHAIN: tl.constexpr = False, A_off=None, STORE_AI: tl.constexpr = False, PLAIN_BT16: tl.constexpr = False,
 ):
     """Stage 2 forward (module doc). UB on an A2/A3 vector core (bishengir-compile, Ascend910B2,
     2026-12-03): at ``BT = 64`` an NPU computes the inverse in three launches
@@ -296,14 +299,20 @@ def chunk_wy_fwd_kernel(
     61568 B; a launch that loads the inverse (``AI_MODE = "load"``) 35072-59648 B.
 
     ``A_off`` (``"kkt"``, ``"blocks"``): float32 ``[B, T, HV, BT]``, the strictly block-lower part
-    ``E`` of each chunk's ``A``; ``STORE_AI`` (``"blocks"``): write the inverse over ``Ai``."""
+    ``E`` of each chunk's ``A``; ``STORE_AI`` (``"blocks"``): write the inverse over ``Ai``.
+    ``PLAIN_BT16`` (NPU launches): at ``BT = 16`` the one diagonal block is the tile, reshaped
+    without :func:`_diag_inverse`'s ``[1, 16, 1, 16]`` masked extraction, on which
+    bishengir-compile-a5 (Ascend910_9599, ascendnpu-ir 1.2.0) ran past 900 s (2026-12-03; 0.6 s
+    without it, planning 72256 B of A5's UB; the A2 plan stays 61568 B)."""
     if TASK_LOOP:
         for i_task in tl.range(tl.program_id(0), n_tasks, n_programs):
             _chunk_wy_fwd_task(i_task, k, v, g_cum, beta_t, w, u, Ai, A_off, chunk_indices, cu_seqlens, T, NT, TT,
-                               H, HV, K, V, BT, BK, BV, DOT_PRECISION, AI_MODE, IS_VARLEN, F32_CHAIN, STORE_AI)
+                               H, HV, K, V, BT, BK, BV, DOT_PRECISION, AI_MODE, IS_VARLEN, F32_CHAIN, STORE_AI,
+                               PLAIN_BT16)
     else:
         _chunk_wy_fwd_task(tl.program_id(0), k, v, g_cum, beta_t, w, u, Ai, A_off, chunk_indices, cu_seqlens, T, NT,
-                           TT, H, HV, K, V, BT, BK, BV, DOT_PRECISION, AI_MODE, IS_VARLEN, F32_CHAIN, STORE_AI)
+                           TT, H, HV, K, V, BT, BK, BV, DOT_PRECISION, AI_MODE, IS_VARLEN, F32_CHAIN, STORE_AI,
+                           PLAIN_BT16)
 
 @triton.jit
 def _chunk_wy_diag_inverse_task(i_task, Ai, chunk_indices, cu_seqlens, T, NT, HV: tl.constexpr, BT: tl.constexpr,
@@ -416,7 +425,8 @@ def chunk_wy_fwd(
         plan = task_plan(n_chunks * HV, "cube")
         chunk_wy_fwd_kernel[plan.grid](
             **common, Ai=Ai, n_programs=plan.n_programs, BK=BK, BV=BV, AI_MODE=mode, TASK_LOOP=plan.task_loop,
-            F32_CHAIN=f32_dot_chain(chunk_size, BV), **extra, **stage_launch("wy_fwd", s.get("multibuffer")))
+            F32_CHAIN=f32_dot_chain(chunk_size, BV), PLAIN_BT16=backend.device_type() == "npu", **extra,
+            **stage_launch("wy_fwd", s.get("multibuffer")))
 
     if not split:
         launch(ai_mode, Ai)
