@@ -6,11 +6,14 @@ Per chunk of ``BT`` tokens and value head (``k`` of the key head it shares under
     Ai = (I + A)^-1
     w = Ai (beta exp(G) k),  u = Ai (beta v)
 
-The inverse is computed without leaving the chip. First the 16x16 diagonal blocks of ``A`` are
+First the 16x16 diagonal blocks of ``A`` are
 inverted together, by forward substitution over the 16 row positions (all blocks advance in
 the same step, on a ``[BT/16, 16, 16]`` tile). With ``D = I + diag_blocks(A)`` and the strictly
 block-lower rest ``E``, ``I + A = D (I + N)`` with ``N = D^-1 E`` nilpotent of order
 ``BT / 16 <= 4``, so ``(I + A)^-1 = (I - N)(I + N^2) D^-1``: at most four ``BT x BT`` dots.
+The inverse is computed in one launch without leaving the chip, except on an NPU at ``BT = 64``
+(:data:`NPU_SPLIT_INVERSE_CHUNKS`), where ``A`` and ``E``, then ``D^-1`` go through global memory
+between three launches, each of whose plans fits the UB with room to spare.
 """
 from __future__ import annotations
 
