@@ -92,6 +92,8 @@ class Kernel:
             tile shapes depend on a string constexpr).
         allow: findings of the NPU check accepted for this kernel, ``(finding code, config glob,
             reason)``; every entry says why.
+        npu_only: launched only by NPU launch plans (a CUDA or interpreter launch plan computes the
+            same result in other launches).
     """
 
     name: str
@@ -101,6 +103,7 @@ class Kernel:
     scenarios: str
     sizes: Callable | None = None
     allow: tuple[tuple[str, str, str], ...] = ()
+    npu_only: bool = False
 
     @property
     def short_name(self) -> str:

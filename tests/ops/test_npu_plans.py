@@ -78,3 +78,42 @@ def test_causal_conv1d_npu_plan(W, states, npu_target):
         assert_close("final_state", rht, ht, 1e-5)
     for name, rg, g in zip(("dx", "dweight", "dbias", "dh0"), rgrads, grads):
         assert_close(name, rg, g, 1e-5)
+
+
+class _Counting:
+    """A kernel whose launches are counted (``kernel[grid](...)`` as before)."""
+
+    def __init__(self, kernel):
+        self.kernel, self.launches = kernel, 0
+
+    def __getitem__(self, grid):
+        self.launches += 1
+        return self.kernel[grid]
+
+
+@pytest.mark.parametrize("store_ai", [False, True])
+@pytest.mark.parametrize("varlen", [None, [0, 50, 50, 128]])
+@pytest.mark.parametrize("K,V", [(128, 128), (64, 100)])
+def test_wy_fwd_split_inverse(K, V, varlen, store_ai, npu_target, monkeypatch):
+    """The NPU's three-launch inverse at chunk 64 (``wy.NPU_SPLIT_INVERSE_CHUNKS``: ``A`` and ``E``,
+    ``D^-1`` on the vector cores, the products) gives the one-launch ``w``, ``u`` and ``Ai``."""
+    from fla_ascend.ops.common import wy
+    from fla_ascend.ops.common.cumsum import chunk_gate_cumsum
+    from fla_ascend.ops.gated_delta_rule.chunk import _chunking
+
+    inputs = make_inputs(1, 128, 1, 2, K, V, torch.float32, "cpu", varlen=varlen)
+    k, v, cu = inputs["k"], inputs["v"], inputs.get("cu_seqlens")
+    _, n_chunks, chunk_indices, _ = _chunking(1, 128, cu, 64, None, None)
+    g_cum, beta_t = chunk_gate_cumsum(inputs["g"], inputs["beta"], 64, n_chunks, chunk_indices, cu)
+    want = wy.chunk_wy_fwd(k, v, g_cum, beta_t, 64, n_chunks, chunk_indices, cu, store_ai=store_ai)
+    counting = _Counting(wy.chunk_wy_diag_inverse_kernel)
+    monkeypatch.setattr(wy, "chunk_wy_diag_inverse_kernel", counting)
+    with backend.use(npu_target):
+        got = wy.chunk_wy_fwd(k, v, g_cum, beta_t, 64, n_chunks, chunk_indices, cu, store_ai=store_ai)
+    assert counting.launches == 1
+    for name, a, b in zip(("w", "u", "Ai"), want, got):
+        if a is None:
+            assert b is None
+            continue
+        assert b.dtype == torch.float32
+        assert_close(name, a, b, 1e-5)

@@ -6,11 +6,14 @@ Per chunk of ``BT`` tokens and value head (``k`` of the key head it shares under
     Ai = (I + A)^-1
     w = Ai (beta exp(G) k),  u = Ai (beta v)
 
-The inverse is computed without leaving the chip. First the 16x16 diagonal blocks of ``A`` are
+First the 16x16 diagonal blocks of ``A`` are
 inverted together, by forward substitution over the 16 row positions (all blocks advance in
 the same step, on a ``[BT/16, 16, 16]`` tile). With ``D = I + diag_blocks(A)`` and the strictly
 block-lower rest ``E``, ``I + A = D (I + N)`` with ``N = D^-1 E`` nilpotent of order
 ``BT / 16 <= 4``, so ``(I + A)^-1 = (I - N)(I + N^2) D^-1``: at most four ``BT x BT`` dots.
+The inverse is computed in one launch without leaving the chip, except on an NPU at ``BT = 64``
+(:data:`NPU_SPLIT_INVERSE_CHUNKS`), where ``A`` and ``E``, then ``D^-1`` go through global memory
+between three launches, each of whose plans fits the UB with room to spare.
 """
 from __future__ import annotations
 
@@ -31,16 +34,34 @@ from fla_ascend.tiling.ub import Tile
 # and `fla-ascend check` compares it with bishengir-compile's planned UB (docs/check.md). The counts of
 # float32 buffers are fitted to the compiler's A2 plans (2026-12-01): the Cube + Vector stages'
 # UB buffers are planned once (the compiler multi-buffers their L1 buffers).
-# AI_LOAD: 1 when the launch loads the inverse (AI_MODE "load"), 0 when it computes it. The launch that
-# computes it is the one stage whose plan the compiler multi-buffers when that fits (BT = 16, 32).
+# AI_LOAD: 1 when the launch loads the inverse (AI_MODE "load"); AI_KKT, AI_BLOCKS: the first and the last
+# launch of the NPU's three-launch inverse (NPU_SPLIT_INVERSE_CHUNKS); AI_INV: 1 when one launch computes it
+# (wy_fwd_mode_sizes). That launch is the one stage whose plan the compiler multi-buffers when that fits
+# (BT = 16, 32). The split launches at BT = 64 (A2, 2026-12-03): "kkt" 127872 B for BK 64 and 128, "blocks"
+# 102912 B at BK = BV = 64, 152064 B at 128, 109056 B at BK 128, BV 16.
 WY_FWD_TILES = [
-    Tile(("3 * (1 - AI_LOAD)", "BT", "BT"), "fp32", "inverse: diagonal-block products"),
-    Tile(("1 - AI_LOAD", "BT", "BK"), "fp32", "k block"),
-    Tile(("3 * (1 - AI_LOAD)", "BT", "min(BK, max(16, next_pow2(V)))"), "fp32", "v, w / u blocks"),
-    Tile(("6 - 5 * AI_LOAD", "BT", "BT // 2"), "fp32", "A / Ai and the diagonal-block masks", buffered=False),
+    Tile(("3 * AI_INV", "BT", "BT"), "fp32", "inverse: diagonal-block products"),
+    Tile(("AI_INV", "BT", "BK"), "fp32", "k block"),
+    Tile(("3 * AI_INV", "BT", "min(BK, max(16, next_pow2(V)))"), "fp32", "v, w / u blocks"),
+    Tile(("6 * AI_INV + AI_LOAD", "BT", "BT // 2"), "fp32", "A / Ai and the diagonal-block masks", buffered=False),
     Tile(("AI_LOAD", "BT", "BK // 2"), "fp32", "k block (inverse loaded)", buffered=False),
     Tile(("AI_LOAD", "BT", "min(BK, max(16, next_pow2(V)))"), "fp32", "v block (inverse loaded)", buffered=False),
-    Tile(("5 * AI_LOAD", "BT", 8), "fp32", "g, beta", buffered=False)]
+    Tile(("5 * AI_LOAD", "BT", 8), "fp32", "g, beta", buffered=False),
+    Tile(("8 * AI_KKT + 4 * AI_BLOCKS", "BT", "BT"), "fp32", "split inverse: A, E, the products", buffered=False),
+    Tile(("3 * AI_BLOCKS", "BT", "BK // 2"), "fp32", "split inverse: k, w blocks", buffered=False),
+    Tile(("3 * AI_BLOCKS", "BT", "min(BK, max(16, next_pow2(V))) // 2"), "fp32", "split inverse: v, u blocks",
+         buffered=False)]
+
+
+def wy_fwd_mode_sizes(ai_mode: str) -> dict:
+    """The UB model's mode indicators (:data:`WY_FWD_TILES`) of a :func:`chunk_wy_fwd_kernel` launch
+    with ``AI_MODE = ai_mode``."""
+    split = {"AI_LOAD": int(ai_mode == "load"), "AI_KKT": int(ai_mode == "kkt"), "AI_BLOCKS": int(ai_mode == "blocks")}
+    return {**split, "AI_INV": 1 - sum(split.values())}
+
+
+WY_DIAG_INVERSE_TILES = [Tile((8, "BT", "BT"), "fp32", "A's diagonal blocks, D^-1 and its block-diagonal scatter",
+                              buffered=False)]
 WY_BWD_TILES = [Tile((8, "BT", "BT"), "fp32", "Ai, dA and temporaries", buffered=False),
     Tile((6, "BT", "BK"), "fp32", "k, dw, dk blocks", buffered=False),
     Tile(("BT", "BV"), "fp32", "v, du blocks"), Tile((2, "BK", "BV"), "fp32", "products over K and V blocks")]
@@ -56,22 +77,29 @@ the UB whatever the tile (the check accepts that)."""
 
 
 @triton.jit
-def _diag_inverse(b_A, BT: tl.constexpr):
-    """``D^-1``, ``D = I + diag_blocks16(A)``, by forward substitution on the ``[BT/16, 16, 16]``
-    diagonal blocks (all blocks advance together). Measured on the H200 (cases.md): half the
-    time of the same substitution on the whole ``[BT, BT]`` tile."""
-    NB: tl.constexpr = BT // 16
-    o_b = tl.arange(0, NB)
+def _diag_subst(b_D):
+    """``(I + D)^-1`` of ``[NB, 16, 16]`` strictly lower blocks ``D`` by forward substitution over
+    the 16 row positions (all blocks advance in the same step)."""
     o_r = tl.arange(0, 16)
-    m_diag = o_b[:, None, None, None] == o_b[None, None, :, None]  # [NB, 1, NB, 1]
-    b_D = tl.sum(tl.where(m_diag, tl.reshape(b_A, [NB, 16, NB, 16]), 0.0), 2)  # [NB, 16, 16]
     b_X = -b_D
     for r in range(2, 16):
         m_row = (o_r == r)[None, :, None]  # [1, 16, 1]
         b_a = -tl.sum(tl.where(m_row, b_D, 0.0), 1)  # [NB, 16] row r of every block
         b_a = b_a + tl.sum(b_a[:, :, None] * b_X, 1)
         b_X = tl.where(m_row, b_a[:, None, :], b_X)
-    b_X = b_X + tl.where(o_r[:, None] == o_r[None, :], 1.0, 0.0)[None, :, :]
+    return b_X + tl.where(o_r[:, None] == o_r[None, :], 1.0, 0.0)[None, :, :]
+
+
+@triton.jit
+def _diag_inverse(b_A, BT: tl.constexpr):
+    """``D^-1``, ``D = I + diag_blocks16(A)``, by forward substitution on the ``[BT/16, 16, 16]``
+    diagonal blocks (all blocks advance together). Measured on the H200 (cases.md): half the
+    time of the same substitution on the whole ``[BT, BT]`` tile."""
+    NB: tl.constexpr = BT // 16
+    o_b = tl.arange(0, NB)
+    m_diag = o_b[:, None, None, None] == o_b[None, None, :, None]  # [NB, 1, NB, 1]
+    b_D = tl.sum(tl.where(m_diag, tl.reshape(b_A, [NB, 16, NB, 16]), 0.0), 2)  # [NB, 16, 16]
+    b_X = _diag_subst(b_D)
     return tl.reshape(tl.where(m_diag, b_X[:, :, None, :], 0.0), [BT, BT])
 
 
@@ -150,11 +178,28 @@ def wy_inverse(b_A, dt, BT: tl.constexpr, DOT_PRECISION: tl.constexpr):
 
 
 @triton.jit
+def wy_inverse_from_blocks(b_X, b_E, dt, BT: tl.constexpr, DOT_PRECISION: tl.constexpr):
+    """:func:`wy_inverse` from its two parts (the NPU form at ``BT = 64``, whose steps run in three
+    launches): ``b_X = D^-1`` (block diagonal, :func:`chunk_wy_diag_inverse_kernel`) and ``b_E``,
+    the strictly block-lower part of ``A``, both ``[BT, BT]`` fp32; the same four products."""
+    if BT > 16:
+        b_N = wy_dot(dot_operand(b_X), b_E, dt, DOT_PRECISION)  # b_X is read again (R7)
+        b_Y = b_X - wy_dot(dot_operand(b_N), b_X, dt, DOT_PRECISION)
+        if BT > 32:
+            b_N2 = wy_dot(b_N, b_N, dt, DOT_PRECISION)
+            b_Y = b_Y + wy_dot(b_N2, b_Y, dt, DOT_PRECISION)
+    else:
+        b_Y = b_X
+    return b_Y
+
+
+@triton.jit
 def _chunk_wy_fwd_task(
-    i_task, k, v, g_cum, beta_t, w, u, Ai, chunk_indices, cu_seqlens, T, NT, TT,
+    i_task, k, v, g_cum, beta_t, w, u, Ai, A_off, chunk_indices, cu_seqlens, T, NT, TT,
     H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr,
     BT: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr,
     DOT_PRECISION: tl.constexpr, AI_MODE: tl.constexpr, IS_VARLEN: tl.constexpr, F32_CHAIN: tl.constexpr,
+    STORE_AI: tl.constexpr, PLAIN_BT16: tl.constexpr,
 ):
     i_c = i_task // HV
     i_hv = i_task % HV
@@ -171,6 +216,14 @@ def _chunk_wy_fwd_task(
     if AI_MODE == "load":
         p_Ai = Ai + (t0 * HV + i_hv) * BT + o_t[:, None] * (HV * BT) + o_t[None, :]
         b_Ai = tl.load(p_Ai, mask=m_t[:, None], other=0.0).to(tl.float32)  # [BT, BT]
+    elif AI_MODE == "blocks":  # NPU_SPLIT_INVERSE_CHUNKS, last launch: D^-1 (block diagonal) in Ai, E in A_off
+        p_Ai = Ai + (t0 * HV + i_hv) * BT + o_t[:, None] * (HV * BT) + o_t[None, :]
+        b_X = tl.load(p_Ai, mask=m_t[:, None], other=0.0)  # [BT, BT]
+        b_E = tl.load(A_off + (t0 * HV + i_hv) * BT + o_t[:, None] * (HV * BT) + o_t[None, :], mask=m_t[:, None],
+                      other=0.0)  # [BT, BT]
+        b_Ai = wy_inverse_from_blocks(b_X, b_E, k.dtype.element_ty, BT, DOT_PRECISION)
+        if STORE_AI:
+            tl.store(p_Ai, b_Ai.to(Ai.dtype.element_ty), mask=m_t[:, None])
     else:
         b_A = tl.zeros([BT, BT], dtype=tl.float32)
         for i_k in range(tl.cdiv(K, BK)):
@@ -181,12 +234,30 @@ def _chunk_wy_fwd_task(
         m_lower = (o_t[:, None] > o_t[None, :]) & m_t[:, None]  # rows past the sequence end would overflow exp
         b_A = tl.where(m_lower, b_A * b_beta[:, None] * tl.exp(tl.where(m_lower, b_g[:, None] - b_g[None, :], 0.0)),
                        0.0)
-        b_Ai = wy_inverse(b_A, k.dtype.element_ty, BT, DOT_PRECISION)  # [BT, BT]
-        if AI_MODE == "store":
+        if AI_MODE == "kkt":  # NPU_SPLIT_INVERSE_CHUNKS, first launch: A in Ai, its strictly block-lower E in A_off
             p_Ai = Ai + (t0 * HV + i_hv) * BT + o_t[:, None] * (HV * BT) + o_t[None, :]
-            tl.store(p_Ai, b_Ai.to(Ai.dtype.element_ty), mask=m_t[:, None])
+            tl.store(p_Ai, b_A, mask=m_t[:, None])
+            m_off = o_t[:, None] >= (o_t // 16 * 16 + 16)[None, :]
+            tl.store(A_off + (t0 * HV + i_hv) * BT + o_t[:, None] * (HV * BT) + o_t[None, :],
+                     tl.where(m_off, b_A, 0.0), mask=m_t[:, None])
+        else:
+            if PLAIN_BT16 and BT == 16:  # the one diagonal block is the tile: no masked extraction (docstring)
+                b_Ai = tl.reshape(_diag_subst(tl.reshape(b_A, [1, 16, 16])), [BT, BT])
+            else:
+                b_Ai = wy_inverse(b_A, k.dtype.element_ty, BT, DOT_PRECISION)  # [BT, BT]
+            if AI_MODE == "store":
+                p_Ai = Ai + (t0 * HV + i_hv) * BT + o_t[:, None] * (HV * BT) + o_t[None, :]
+                tl.store(p_Ai, b_Ai.to(Ai.dtype.element_ty), mask=m_t[:, None])
+    if AI_MODE != "kkt":
+        _chunk_wy_fwd_wu(b_Ai, b_g, b_beta, k_base, w, v, u, t0, i_hv, o_t, m_t, H, HV, K, V, BK, BV, F32_CHAIN)
 
-    b_Ai_k = b_Ai.to(k.dtype.element_ty)
+
+@triton.jit
+def _chunk_wy_fwd_wu(b_Ai, b_g, b_beta, k_base, w, v, u, t0, i_hv, o_t, m_t,
+                     H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr,
+                     BK: tl.constexpr, BV: tl.constexpr, F32_CHAIN: tl.constexpr):
+    """``w = Ai (beta exp(G) k)``, ``u = Ai (beta v)`` of one chunk."""
+    b_Ai_k = b_Ai.to(k_base.dtype.element_ty)
     b_kscale = b_beta * tl.exp(b_g)  # [BT]
     w_base = w + (t0 * HV + i_hv) * K
     for i_k in range(tl.cdiv(K, BK)):
@@ -218,22 +289,78 @@ def chunk_wy_fwd_kernel(
     H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr,
     BT: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr,
     DOT_PRECISION: tl.constexpr, AI_MODE: tl.constexpr, IS_VARLEN: tl.constexpr, TASK_LOOP: tl.constexpr,
-    F32_CHAIN: tl.constexpr = False,
+    F32_CHAIN: tl.constexpr = False, A_off=None, STORE_AI: tl.constexpr = False, PLAIN_BT16: tl.constexpr = False,
 ):
-    """Stage 2 forward (module doc). UB on an A2/A3 vector core: at ``BT = 64`` the launch that
-    computes the inverse plans 195136-196608 B of the 196608 B UB (99-100%; 186432 B at K = 16;
-    bishengir-compile, Ascend910B2, 2026-12-01), whatever ``BK`` (194560-195136 B for 32 to 128) and with or without
-    multi-buffering: about twelve ``[BT, BT]`` float32 buffers of the inverse (the ``[BT/16, 16,
-    BT/16, 16]`` diagonal-block masks and the four ``BT x BT`` products), which ``BK`` does not
-    touch. ``chunk_size = 32`` plans 166272 B (85%), 16 plans 61568 B; a launch that loads the
-    inverse (``AI_MODE = "load"``) 35072 B. The compiler's plan fits; it leaves under 10% free."""
+    """Stage 2 forward (module doc). UB on an A2/A3 vector core (bishengir-compile, Ascend910B2,
+    2026-12-03): at ``BT = 64`` an NPU computes the inverse in three launches
+    (:data:`NPU_SPLIT_INVERSE_CHUNKS`): ``AI_MODE = "kkt"`` plans 127872 B (65% of the 196608 B UB),
+    :func:`chunk_wy_diag_inverse_kernel` 118144 B (60%), ``"blocks"`` 152064 B (77%) at
+    ``BK = BV = 128`` (102912-109056 B at smaller blocks). In one launch (``"none"`` / ``"store"``,
+    the other backends' form) it planned 195136-196608 B (99-100%, 2026-12-01): the ``[BT/16, 16,
+    BT/16, 16]`` diagonal-block masks and zero tiles are hoisted out of the task loop and stay live
+    beside the four ``BT x BT`` products. ``chunk_size = 32`` plans 166272 B (85%), 16 plans
+    61568 B; a launch that loads the inverse (``AI_MODE = "load"``) 35072-59648 B.
+
+    ``A_off`` (``"kkt"``, ``"blocks"``): float32 ``[B, T, HV, BT]``, the strictly block-lower part
+    ``E`` of each chunk's ``A``; ``STORE_AI`` (``"blocks"``): write the inverse over ``Ai``.
+    ``PLAIN_BT16`` (NPU launches): at ``BT = 16`` the one diagonal block is the tile, reshaped
+    without :func:`_diag_inverse`'s ``[1, 16, 1, 16]`` masked extraction, on which
+    bishengir-compile-a5 (Ascend910_9599, ascendnpu-ir 1.2.0) ran past 900 s (2026-12-03; 0.6 s
+    without it, planning 72256 B of A5's UB; the A2 plan stays 61568 B)."""
     if TASK_LOOP:
         for i_task in tl.range(tl.program_id(0), n_tasks, n_programs):
-            _chunk_wy_fwd_task(i_task, k, v, g_cum, beta_t, w, u, Ai, chunk_indices, cu_seqlens, T, NT, TT,
-                               H, HV, K, V, BT, BK, BV, DOT_PRECISION, AI_MODE, IS_VARLEN, F32_CHAIN)
+            _chunk_wy_fwd_task(i_task, k, v, g_cum, beta_t, w, u, Ai, A_off, chunk_indices, cu_seqlens, T, NT, TT,
+                               H, HV, K, V, BT, BK, BV, DOT_PRECISION, AI_MODE, IS_VARLEN, F32_CHAIN, STORE_AI,
+                               PLAIN_BT16)
     else:
-        _chunk_wy_fwd_task(tl.program_id(0), k, v, g_cum, beta_t, w, u, Ai, chunk_indices, cu_seqlens, T, NT, TT,
-                           H, HV, K, V, BT, BK, BV, DOT_PRECISION, AI_MODE, IS_VARLEN, F32_CHAIN)
+        _chunk_wy_fwd_task(tl.program_id(0), k, v, g_cum, beta_t, w, u, Ai, A_off, chunk_indices, cu_seqlens, T, NT,
+                           TT, H, HV, K, V, BT, BK, BV, DOT_PRECISION, AI_MODE, IS_VARLEN, F32_CHAIN, STORE_AI,
+                           PLAIN_BT16)
+
+@triton.jit
+def _chunk_wy_diag_inverse_task(i_task, Ai, chunk_indices, cu_seqlens, T, NT, HV: tl.constexpr, BT: tl.constexpr,
+                                IS_VARLEN: tl.constexpr):
+    i_c = i_task // HV
+    i_hv = i_task % HV
+    i_n, i_t, bos, eos = chunk_bounds(i_c, chunk_indices, cu_seqlens, T, NT, IS_VARLEN)
+    t0 = bos + i_t * BT
+    NB: tl.constexpr = BT // 16
+    o_b = tl.arange(0, NB)
+    o_r = tl.arange(0, 16)
+    o_t = tl.arange(0, BT)
+    base = Ai + (t0 * HV + i_hv) * BT
+    r_3 = o_b[:, None, None] * 16 + o_r[None, :, None]  # [NB, 16, 1] row in the chunk
+    # the diagonal blocks of A, read straight from memory: no masked reshape of the [BT, BT] tile
+    b_D = tl.load(base + r_3 * (HV * BT) + o_b[:, None, None] * 16 + o_r[None, None, :], mask=r_3 < eos - t0,
+                  other=0.0)  # [NB, 16, 16]
+    b_X = _diag_subst(b_D)
+    m_diag = o_b[:, None, None, None] == o_b[None, None, :, None]  # [NB, 1, NB, 1]
+    tl.store(base + o_t[:, None] * (HV * BT) + o_t[None, :],
+             tl.reshape(tl.where(m_diag, b_X[:, :, None, :], 0.0), [BT, BT]), mask=(o_t < eos - t0)[:, None])
+
+
+@triton.jit(do_not_specialize=["T", "NT", "n_tasks", "n_programs"])
+def chunk_wy_diag_inverse_kernel(Ai, chunk_indices, cu_seqlens, T, NT, n_tasks, n_programs, HV: tl.constexpr,
+                                 BT: tl.constexpr, IS_VARLEN: tl.constexpr, TASK_LOOP: tl.constexpr):
+    """Second of the three launches of :func:`chunk_wy_fwd` on an NPU at ``chunk_size = 64``
+    (:data:`NPU_SPLIT_INVERSE_CHUNKS`), on the vector cores: reads the ``16 x 16`` diagonal blocks
+    ``D`` of each chunk's ``A`` (float32 ``[B, T, HV, BT]``, written by the first launch) and writes
+    ``D^-1`` (block diagonal, zero elsewhere) over ``A``."""
+    if TASK_LOOP:
+        for i_task in tl.range(tl.program_id(0), n_tasks, n_programs):
+            _chunk_wy_diag_inverse_task(i_task, Ai, chunk_indices, cu_seqlens, T, NT, HV, BT, IS_VARLEN)
+    else:
+        _chunk_wy_diag_inverse_task(tl.program_id(0), Ai, chunk_indices, cu_seqlens, T, NT, HV, BT, IS_VARLEN)
+
+
+NPU_SPLIT_INVERSE_CHUNKS = (64,)
+"""Chunk sizes at which :func:`chunk_wy_fwd` computes the inverse in three launches on an NPU:
+``AI_MODE = "kkt"`` (``A`` and its strictly block-lower part ``E``, stored as float32),
+:func:`chunk_wy_diag_inverse_kernel` (``D^-1`` over ``A``), ``AI_MODE = "blocks"``
+(:func:`wy_inverse_from_blocks`, then ``w``, ``u``). In one launch bishengir-compile plans
+99-100% of an A2 vector core's UB at ``BT = 64``: the diagonal-block extraction's ``[BT/16, 16,
+BT/16, 16]`` masks and zero tiles are hoisted out of the task loop and stay live beside the
+products."""
 
 
 def chunk_wy_fwd(
@@ -286,22 +413,40 @@ def chunk_wy_fwd(
     u = torch.empty(B, T, HV, V, dtype=v.dtype, device=v.device)
     if store_ai:
         Ai = torch.empty(B, T, HV, chunk_size, dtype=wy_bwd_operand_dtype(k.dtype), device=k.device)
-    s = npu_tiles(WY_FWD_TILES, chunk_size, k, {"BK": [128, 64, 32]}, V=V, AI_LOAD=int(ai_mode == "load")) or {}
-    BK = min(s.get("BK", 64), dot_dim(K))
-    BV = min(s.get("BK", 64), dot_dim(V))
-    if not s:
-        BK, BV = off_npu_slabs(BK, BV)
-    plan = task_plan(n_chunks * HV, "cube")
-    chunk_wy_fwd_kernel[plan.grid](
-        k=k, v=v, g_cum=g_cum, beta_t=beta_t, w=w, u=u, Ai=Ai,
-        chunk_indices=chunk_indices, cu_seqlens=cu_seqlens,
-        T=T, NT=cdiv(T, chunk_size), TT=B * T, n_tasks=n_chunks * HV, n_programs=plan.n_programs,
-        H=H, HV=HV, K=K, V=V, BT=chunk_size,
-        BK=BK, BV=BV,
-        DOT_PRECISION=dot_precision("wy_fwd", k.dtype), AI_MODE=ai_mode, IS_VARLEN=cu_seqlens is not None,
-        TASK_LOOP=plan.task_loop, F32_CHAIN=f32_dot_chain(chunk_size, BV),
-        **stage_launch("wy_fwd", s.get("multibuffer")),
-    )
+    split = backend.device_type() == "npu" and ai_mode != "load" and chunk_size in NPU_SPLIT_INVERSE_CHUNKS
+    common = dict(k=k, v=v, g_cum=g_cum, beta_t=beta_t, w=w, u=u, chunk_indices=chunk_indices,
+                  cu_seqlens=cu_seqlens, T=T, NT=cdiv(T, chunk_size), TT=B * T, n_tasks=n_chunks * HV,
+                  H=H, HV=HV, K=K, V=V, BT=chunk_size, DOT_PRECISION=dot_precision("wy_fwd", k.dtype),
+                  IS_VARLEN=cu_seqlens is not None)
+
+    def launch(mode, Ai, **extra):
+        s = npu_tiles(WY_FWD_TILES, chunk_size, k, {"BK": [128, 64, 32]}, V=V, **wy_fwd_mode_sizes(mode)) or {}
+        BK = min(s.get("BK", 64), dot_dim(K))
+        BV = min(s.get("BK", 64), dot_dim(V))
+        if not s:
+            BK, BV = off_npu_slabs(BK, BV)
+        plan = task_plan(n_chunks * HV, "cube")
+        chunk_wy_fwd_kernel[plan.grid](
+            **common, Ai=Ai, n_programs=plan.n_programs, BK=BK, BV=BV, AI_MODE=mode, TASK_LOOP=plan.task_loop,
+            F32_CHAIN=f32_dot_chain(chunk_size, BV), PLAIN_BT16=backend.device_type() == "npu", **extra,
+            **stage_launch("wy_fwd", s.get("multibuffer")))
+
+    if not split:
+        launch(ai_mode, Ai)
+        return w, u, Ai
+    # A, then D^-1 over it, in the Ai buffer (float32 on an NPU, where dot_precision is "ieee"); E beside it
+    A_buf = Ai if Ai is not None and Ai.dtype == torch.float32 else \
+        torch.empty(B, T, HV, chunk_size, dtype=torch.float32, device=k.device)
+    E = torch.empty(B, T, HV, chunk_size, dtype=torch.float32, device=k.device)
+    launch("kkt", A_buf, A_off=E)
+    vplan = task_plan(n_chunks * HV, "vector")
+    chunk_wy_diag_inverse_kernel[vplan.grid](
+        Ai=A_buf, chunk_indices=chunk_indices, cu_seqlens=cu_seqlens, T=T, NT=cdiv(T, chunk_size),
+        n_tasks=n_chunks * HV, n_programs=vplan.n_programs, HV=HV, BT=chunk_size,
+        IS_VARLEN=cu_seqlens is not None, TASK_LOOP=vplan.task_loop, **backend.launch_options())
+    launch("blocks", A_buf, A_off=E, STORE_AI=store_ai)
+    if store_ai and A_buf is not Ai:
+        Ai.copy_(A_buf)
     return w, u, Ai
 
 

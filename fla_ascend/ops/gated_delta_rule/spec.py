@@ -214,9 +214,11 @@ CHUNK_KERNELS = (
                  buffered=False)], "gate cumsum", "chunk"),
     Kernel(_C + "wy.chunk_wy_fwd_kernel", "cube", wy.WY_FWD_TILES, "WY fwd (kkt, inverse, w u)", "chunk",
            sizes=lambda s: {**{k: v for k, v in s.items() if not isinstance(v, str)},
-                            "AI_LOAD": int(s["AI_MODE"] == "load")},
-           allow=(("ub_headroom", "*BT64*", "BT = 64: ~12 [BT, BT] fp32 buffers of the inverse, independent of "
-                   "BK (docstring); chunk_size 32 plans 85%"),)),
+                            **wy.wy_fwd_mode_sizes(s["AI_MODE"])}),
+    Kernel(_C + "wy.chunk_wy_diag_inverse_kernel", "vector", wy.WY_DIAG_INVERSE_TILES, "WY fwd (kkt, inverse, w u)",
+           "chunk", npu_only=True,
+           allow=tuple(("not_launched", f"*BT{bt}*", f"launched at chunk_size 64 only (wy.NPU_SPLIT_INVERSE_CHUNKS); "
+                        f"chunk_size {bt} computes the inverse in one launch") for bt in (16, 32))),
     Kernel(_C + "chunk_h.chunk_fwd_h_kernel", "cube", chunk_h.FWD_H_TILES, "state h", "chunk"),
     Kernel(_C + "chunk_o.chunk_fwd_o_kernel", "cube", chunk_o.FWD_O_TILES, "output o", "chunk",
            allow=(("ub_model_vs_plan", "*BT64*", "BT = 64 on A2/A3: the tile is chosen by estimate "
