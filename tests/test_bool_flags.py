@@ -41,10 +41,28 @@ def _layer():
                                            head_v_dim=8, device=backend.device())
 
 
+def _kda_args():
+    (q, k, v), _ = _gdr_args()
+    g = torch.Generator().manual_seed(2)
+    gate = -torch.rand(B, T, H, K, generator=g).to(backend.device())
+    beta = torch.rand(B, T, H, generator=g).to(backend.device())
+    return (q, k, v), dict(g=gate, beta=beta)
+
+
+def _kda_layer():
+    return fla_ascend.layers.KimiDeltaAttention(hidden_size=16, head_dim=8, num_heads=1, device=backend.device())
+
+
 CALLS = {
     # qualified name -> () -> (callable, args, kwargs) of a valid call
     "chunk_gated_delta_rule": lambda: (fla_ascend.ops.chunk_gated_delta_rule, *_gdr_args()),
     "fused_recurrent_gated_delta_rule": lambda: (fla_ascend.ops.fused_recurrent_gated_delta_rule, *_gdr_args()),
+    "chunk_kda": lambda: (fla_ascend.ops.chunk_kda, *_kda_args()),
+    "fused_recurrent_kda": lambda: (fla_ascend.ops.fused_recurrent_kda, *_kda_args()),
+    "KimiDeltaAttention.__init__": lambda: (fla_ascend.layers.KimiDeltaAttention, (), dict(
+        hidden_size=16, head_dim=8, num_heads=1, device=backend.device())),
+    "KimiDeltaAttention.forward": lambda: (_kda_layer(), (_x(B, T, 16),), {}),
+    "KimiDeltaAttention.forward_reference": lambda: (_kda_layer().forward_reference, (_x(B, T, 16),), {}),
     "causal_conv1d": lambda: (fla_ascend.ops.causal_conv1d, (_x(B, T, D), _x(D, W)), {}),
     "rms_norm_gated": lambda: (fla_ascend.ops.rms_norm_gated, (_x(T, D), _x(T, D), None, None), {}),
     "rms_norm": lambda: (fla_ascend.ops.rms_norm, (_x(T, D), None, None), {}),
@@ -111,7 +129,7 @@ def test_non_bool_flag_is_refused(qual, flag, bad):
 def test_numpy_bool_is_a_bool(qual, flag):
     """A flag read with NumPy (``np.bool_``) is accepted and means what it says."""
     fn, args, kwargs = CALLS[qual]()
-    if flag == "allow_neg_eigval":
+    if flag == "allow_neg_eigval" and not qual.startswith("KimiDeltaAttention"):  # the layer's needs nothing
         kwargs["use_beta_sigmoid_in_kernel"] = True
     fn(*args, **kwargs, **{flag: np.bool_(False)})
 

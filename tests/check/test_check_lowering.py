@@ -105,5 +105,7 @@ def test_every_package_kernel_registered_and_lowered(package):
     assert data["import_errors"] == [] and data["missing"] == []
     for chip, rows in data["results"].items():
         assert rows, f"no kernel was checked on {chip}"
-        assert [r["kernel"] for r in rows if not r["lowered"]] == []
-        assert all(r["model_bytes"] for r in rows), "a registered kernel has no tile declaration"
+        # a launch a scenario does not make on this chip (an NPU-only split, accepted by allow entry) has no lowering
+        launched = [r for r in rows if not any(f.get("code") == "not_launched" for f in r.get("findings", []))]
+        assert [r["kernel"] for r in launched if not r["lowered"]] == []
+        assert all(r["model_bytes"] for r in launched), "a registered kernel has no tile declaration"
