@@ -129,42 +129,63 @@ _FLA_STAGES = (
     (r"l2norm|l2_norm", "l2norm"),
 )
 
+# Findings of the NPU check accepted for now (each says why; docs/check.md, "KDA")
+_UNFITTED = ("ub_model_vs_plan", "*", "the UB model of the KDA stages is not fitted to bishengir-compile's plans "
+             "yet: the declared tiles are the kernel's own count, the plan is what the compiler reports")
+_WY_FWD_HEADROOM = ("ub_headroom", "*BT64*", "chunk 64: the [BT, BT] inverse fills 92-95% of A2's UB; the gated "
+                    "delta rule's three-launch inverse (wy.NPU_SPLIT_INVERSE_CHUNKS) is not applied to KDA yet")
+_WY_BWD_HEADROOM = ("ub_headroom", "*", "the [BT, BT] gradients of Ai and Akk: 99-100% of A2's UB at chunk 64, as "
+                    "the gated delta rule's WY backward; not split yet")
+_V16_BWD = ("compile_other", "K100-V16-BT64", "bishengir-compile refuses a store of the V = 16 WY backward "
+            "('hivm.hir.store' op only support store ub to gm); open, not yet reduced to a reproducer")
+
 _K = "fla_ascend.ops.kda."
 _F32 = "fp32"
 CHUNK_KERNELS = (
     Kernel(_K + "gate.kda_gate_cumsum_kernel", "vector",
            [Tile((8, "BT", "BK"), _F32, "g, its activation and cumsum temporaries", buffered=False)],
-           "gate cumsum", "chunk"),
+           "gate cumsum", "chunk",
+           allow=(_UNFITTED,)),
     Kernel(_K + "intra.kda_intra_fwd_kernel", "cube",
            [Tile((2, 16, "BT"), _F32, "Akk, Aqk rows", buffered=False),
             Tile((4, 16, "BK"), _F32, "q, k, G rows and their factors"),
             Tile((3, "BT", "BK"), _F32, "k, G columns and the scaled k")],
-           "intra (Akk, Aqk)", "chunk"),
+           "intra (Akk, Aqk)", "chunk",
+           allow=(_UNFITTED,)),
     Kernel(_K + "intra.kda_wy_fwd_kernel", "cube",
            [Tile((8, "BT", "BT"), _F32, "Akk, its inverse and the inverse's products", buffered=False),
             Tile((3, "BT", "BK"), _F32, "k, G, w"), Tile((2, "BT", "BV"), _F32, "v, u")],
-           "WY fwd (inverse, w u)", "chunk"),
+           "WY fwd (inverse, w u)", "chunk",
+           allow=(_UNFITTED,
+                  _WY_FWD_HEADROOM,)),
     Kernel(_K + "output.kda_fwd_o_kernel", "cube",
            [Tile(("BT", "BT"), _F32, "Aqk", buffered=False), Tile((3, "BT", "BK"), _F32, "q, G, q exp(G)"),
             Tile(("BK", "BV"), _F32, "h"), Tile((2, "BT", "BV"), _F32, "v', o")],
-           "output o", "chunk"),
+           "output o", "chunk",
+           allow=(_UNFITTED,)),
     Kernel(_K + "output.kda_bwd_dav_kernel", "cube",
            [Tile((3, "BT", "BT"), _F32, "Aqk, dAqk, the causal mask", buffered=False),
             Tile((3, "BT", "BV"), _F32, "do, v', dv local")],
-           "dAqk, dv local", "chunk"),
+           "dAqk, dv local", "chunk",
+           allow=(_UNFITTED,)),
     Kernel(_K + "intra.kda_wy_bwd_kernel", "cube",
            [Tile((4, "BT", "BT"), _F32, "Ai, dAi and the dAkk products", buffered=False),
             Tile((10, "BT", "BK"), _F32, "q, k, G, dq, dk, dw, dG blocks"),
             Tile((4, "BT", "BV"), _F32, "do, v, v', dv'"), Tile((2, "BK", "BV"), _F32, "h, dh")],
-           "WY bwd, dq dk dg", "chunk"),
+           "WY bwd, dq dk dg", "chunk",
+           allow=(_UNFITTED,
+                  _WY_BWD_HEADROOM,
+                  _V16_BWD,)),
     Kernel(_K + "intra.kda_intra_bwd_kernel", "cube",
            [Tile((4, 16, "BT"), _F32, "dAkk, dAqk rows and columns", buffered=False),
             Tile((8, 16, "BK"), _F32, "q, k, G rows, their gradients"),
             Tile((5, "BT", "BK"), _F32, "q, k, G of the chunk and their factors")],
-           "intra bwd", "chunk"),
+           "intra bwd", "chunk",
+           allow=(_UNFITTED,)),
     Kernel(_K + "gate.kda_gate_cumsum_bwd_kernel", "vector",
            [Tile((10, "BT", "BK"), _F32, "dG, g, reverse cumsum and activation temporaries", buffered=False)],
-           "gate cumsum", "chunk"),
+           "gate cumsum", "chunk",
+           allow=(_UNFITTED,)),
 )
 
 # Kimi Linear's inputs: q normal, k normal (L2-normalised in the kernel), v normal, the raw gate
