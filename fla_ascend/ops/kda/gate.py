@@ -29,6 +29,24 @@ chunk 64 bishengir-compile plans 175744-191424 B of the 196608 B UB (Ascend910B2
 
 
 @triton.jit
+def _gate_tile(i_task, chunk_indices, cu_seqlens, T, NT, HV: tl.constexpr, K: tl.constexpr, BT: tl.constexpr,
+               BK: tl.constexpr, IS_VARLEN: tl.constexpr):
+    """Task ``i_task``'s ``(chunk, value head, K block)``, the K-block count, its K offsets and mask,
+    and the ``[BT, BK]`` tile's mask and element offsets into a ``[B * T, HV, K]`` tensor."""
+    NK = tl.cdiv(K, BK)
+    i_c = i_task // (HV * NK)
+    i_hv = (i_task // NK) % HV
+    i_kb = i_task % NK
+    i_n, i_t, bos, eos = chunk_bounds(i_c, chunk_indices, cu_seqlens, T, NT, IS_VARLEN)
+    t0 = bos + i_t * BT
+    o_t = tl.arange(0, BT)
+    o_k = i_kb * BK + tl.arange(0, BK)
+    m_k = o_k < K
+    m = (o_t < eos - t0)[:, None] & m_k[None, :]
+    return i_c, i_hv, i_kb, NK, o_k, m_k, m, (t0 + o_t)[:, None] * (HV * K) + i_hv * K + o_k[None, :]
+
+
+@triton.jit
 def _gate_input(g, dt_bias, p, m, i_hv, o_k, m_k, K: tl.constexpr, HAS_DT_BIAS: tl.constexpr):
     """The raw gate input tile plus ``dt_bias`` (float32)."""
     b_x = tl.load(g + p, mask=m, other=0.0).to(tl.float32)
@@ -44,18 +62,8 @@ def _kda_gate_cumsum_task(
     USE_GATE: tl.constexpr, HAS_A: tl.constexpr, HAS_DT_BIAS: tl.constexpr, LOWER_BOUND: tl.constexpr,
     IS_VARLEN: tl.constexpr,
 ):
-    NK = tl.cdiv(K, BK)
-    i_c = i_task // (HV * NK)
-    i_hv = (i_task // NK) % HV
-    i_kb = i_task % NK
-    i_n, i_t, bos, eos = chunk_bounds(i_c, chunk_indices, cu_seqlens, T, NT, IS_VARLEN)
-    t0 = bos + i_t * BT
-    o_t = tl.arange(0, BT)
-    o_k = i_kb * BK + tl.arange(0, BK)
-    m_t = o_t < eos - t0
-    m_k = o_k < K
-    m = m_t[:, None] & m_k[None, :]
-    p = (t0 + o_t)[:, None] * (HV * K) + i_hv * K + o_k[None, :]
+    i_c, i_hv, i_kb, NK, o_k, m_k, m, p = _gate_tile(i_task, chunk_indices, cu_seqlens, T, NT, HV, K, BT, BK,
+                                                    IS_VARLEN)
     if USE_GATE:
         b_x = _gate_input(g, dt_bias, p, m, i_hv, o_k, m_k, K, HAS_DT_BIAS)
         if LOWER_BOUND:
@@ -141,18 +149,8 @@ def _kda_gate_cumsum_bwd_task(
     USE_GATE: tl.constexpr, HAS_A: tl.constexpr, HAS_DT_BIAS: tl.constexpr, LOWER_BOUND: tl.constexpr,
     IS_VARLEN: tl.constexpr,
 ):
-    NK = tl.cdiv(K, BK)
-    i_c = i_task // (HV * NK)
-    i_hv = (i_task // NK) % HV
-    i_kb = i_task % NK
-    i_n, i_t, bos, eos = chunk_bounds(i_c, chunk_indices, cu_seqlens, T, NT, IS_VARLEN)
-    t0 = bos + i_t * BT
-    o_t = tl.arange(0, BT)
-    o_k = i_kb * BK + tl.arange(0, BK)
-    m_t = o_t < eos - t0
-    m_k = o_k < K
-    m = m_t[:, None] & m_k[None, :]
-    p = (t0 + o_t)[:, None] * (HV * K) + i_hv * K + o_k[None, :]
+    i_c, i_hv, i_kb, NK, o_k, m_k, m, p = _gate_tile(i_task, chunk_indices, cu_seqlens, T, NT, HV, K, BT, BK,
+                                                    IS_VARLEN)
     b_dG = tl.load(dG + p, mask=m, other=0.0)
     b_dg = tl.sum(b_dG, 0)[None, :] - tl.cumsum(b_dG, axis=0) + b_dG  # reverse cumsum over the chunk
     if USE_GATE:
