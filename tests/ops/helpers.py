@@ -112,6 +112,9 @@ def assert_close(name: str, ref: torch.Tensor, out: torch.Tensor, ratio: float) 
     assert ref.shape == out.shape, f"{name}: shape {tuple(out.shape)} != reference {tuple(ref.shape)}"
     r = rel_rmse(ref, out)
     if not math.isfinite(r):
+        bad_ref = int((~torch.isfinite(ref.detach().double())).sum())
+        if bad_ref:
+            raise AssertionError(f"{name}: the reference has {bad_ref} of {ref.numel()} entries NaN/Inf")
         bad = int((~torch.isfinite(out.detach().float())).sum())
         raise AssertionError(f"{name}: {bad} of {out.numel()} entries are NaN/Inf (unwritten or overflowed)")
     assert r <= ratio, f"{name}: rel-RMSE ratio {r:.3e} > {ratio:.1e}"

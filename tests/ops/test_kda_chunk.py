@@ -5,7 +5,8 @@ for the loss ``(o * do).sum() + (ht * dht).sum()``, with NaN-filled allocations.
 Limits (rel-RMSE ratio ``||ref - out|| / ||ref||``): float32 (the CPU tier) 1e-4, 1e-3 for the gate
 gradients (dA_log sums a whole head's cancelling terms: 2.5e-4 measured);
 float16 and bfloat16 (the GPU tier) 8e-3 for o, the final state, dq, dk, dv, dh0 and 2e-2 for dg,
-dbeta, dA_log, ddt_bias (sums of many products of the others), as for the gated delta rule.
+dbeta, ddt_bias (sums of many products of the others), as for the gated delta rule; 4e-2 for dA_log
+(:data:`DA_LOG_LIMIT`).
 The CPU tier runs float32 and float16 (the interpreter's bf16 ``tl.dot`` is broken).
 """
 from __future__ import annotations
@@ -24,6 +25,11 @@ from helpers import assert_close, nan_empty  # noqa: F401  (nan_empty is a fixtu
 
 LIMITS = {torch.float32: (1e-4, 1e-3), torch.float16: (8e-3, 2e-2), torch.bfloat16: (8e-3, 2e-2)}
 """dtype -> (limit for o, ht, dq, dk, dv, dh0; limit for dg, dbeta, dA_log, ddt_bias)."""
+DA_LOG_LIMIT = {torch.float16: 4e-2, torch.bfloat16: 4e-2}
+"""dA_log in float16 / bfloat16: a head's sum of ``T * K`` terms that cancel (at T256 H2 K=V=128 the
+sum is about 1/400 of the terms' magnitudes), so it carries the largest relative error: bf16 on the
+H200 0.013-0.020 (flash-linear-attention 0.6.0 on the same inputs: 0.013). bf16 operands in the
+intra-chunk backward's dots gave 0.12 there, which this limit fails."""
 GATE_GRADS = ("g", "beta", "A_log", "dt_bias")
 
 
@@ -122,7 +128,9 @@ def _check(x: dict, dtype, chunk_size: int, chunked_ref: bool = False, **kw):
         if isinstance(t, torch.Tensor) and t.requires_grad:
             assert t.grad is not None, f"d{n}: no gradient"
             assert t.grad.dtype == t.dtype, f"d{n}: dtype {t.grad.dtype} != {t.dtype}"
-            assert_close(f"d{n}", xr[n].grad, t.grad.double(), gate_lim if n in GATE_GRADS else lim)
+            limit = gate_lim if n in GATE_GRADS else lim
+            limit = DA_LOG_LIMIT.get(dtype, limit) if n == "A_log" else limit
+            assert_close(f"d{n}", xr[n].grad, t.grad.double(), limit)
 
 
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.id)
@@ -232,4 +240,7 @@ def test_chunk_kda_not_supported(device):
 def test_chunk_kda_bf16_gpu(case, device, nan_empty):
     if not backend.is_cuda_compiled() and backend.device_type() != "npu":
         pytest.skip("GPU tier")
-    _check(case.inputs(torch.bfloat16, device), torch.bfloat16, case.chunk_size, chunked_ref=True)
+    # the chunked float64 reference is faster; with -inf gates it forms exp(-inf - -inf) (NaN), so the
+    # strong-gate case runs the token-by-token one
+    _check(case.inputs(torch.bfloat16, device), torch.bfloat16, case.chunk_size,
+           chunked_ref=case.strength != "strong")

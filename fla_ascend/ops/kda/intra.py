@@ -27,7 +27,7 @@ import triton.language as tl
 
 from fla_ascend import backend
 from fla_ascend.ops.common.chunk_index import chunk_bounds
-from fla_ascend.ops.common.tiles import dot_dim, dot_operand, dot_precision
+from fla_ascend.ops.common.tiles import cuda_launch, dot_dim, dot_operand, dot_precision
 from fla_ascend.ops.common.wy import wy_dot, wy_inverse
 from fla_ascend.ops.utils.math import masked_exp
 from fla_ascend.tiling import task_plan
@@ -508,6 +508,6 @@ def kda_intra_bwd(q, k, g_cum, beta_t, dAqk, dAkk, dq, dk, dG, dbeta_t, scale, c
         q=q, k=k, g_cum=g_cum, beta_t=beta_t, dAqk=dAqk, dAkk=dAkk, dq=dq, dk=dk, dG=dG, dbeta_t=dbeta_t,
         chunk_indices=chunk_indices, cu_seqlens=cu_seqlens, scale=scale, T=T, NT=cdiv(T, chunk_size), TT=B * T,
         n_tasks=n_tasks, n_programs=plan.n_programs, H=H, HV=HV, K=K, BT=chunk_size, BK=_bk(K),
-        DOT_PRECISION=dot_precision("wy_bwd", k.dtype), IS_VARLEN=cu_seqlens is not None, TASK_LOOP=plan.task_loop,
-        **launch_options(num_warps=4),
+        DOT_PRECISION=dot_precision("kda_intra_bwd", k.dtype), IS_VARLEN=cu_seqlens is not None,
+        TASK_LOOP=plan.task_loop, **launch_options(num_warps=cuda_launch("kda_intra_bwd")["num_warps"]),
     )
