@@ -1,8 +1,10 @@
 """Signature parity with flash-linear-attention 0.6.0: each public op's and module method's
 parameters (names, positional order, defaults, ``**kwargs``), written down here as data from
 fla-core 0.6.0's sources (``fla/ops/gated_delta_rule/{chunk,fused_recurrent}.py``,
-``fla/ops/kda/fused_recurrent.py``, ``fla/modules/causal_conv1d/ops.py``,
-``fla/modules/norm/{l2norm,fused_norm_gate,layernorm}.py``)."""
+``fla/ops/kda/{chunk,fused_recurrent}.py``, ``fla/modules/causal_conv1d/ops.py``,
+``fla/modules/norm/{l2norm,fused_norm_gate,layernorm}.py``). Names fla reads from ``**kwargs`` may
+be keyword-only parameters of ours (:data:`KEYWORD_ONLY`); no other keyword-only parameter is
+accepted."""
 from __future__ import annotations
 
 import inspect
@@ -11,6 +13,7 @@ import pytest
 
 import fla_ascend.modules as modules
 import fla_ascend.ops as ops
+import fla_ascend.ops.kda as kda
 
 REQ = inspect.Parameter.empty
 """No default (a required parameter)."""
@@ -26,6 +29,13 @@ FLA_060 = {
          ("initial_state", None), ("output_final_state", False), ("use_qk_l2norm_in_kernel", False),
          ("use_gate_in_kernel", False), ("A_log", None), ("dt_bias", None), ("use_beta_sigmoid_in_kernel", False),
          ("allow_neg_eigval", False), ("state_v_first", False), ("cu_seqlens", None)], True),
+    "chunk_kda": (
+        [("q", REQ), ("k", REQ), ("v", REQ), ("g", REQ), ("beta", REQ), ("scale", None), ("initial_state", None),
+         ("output_final_state", False), ("use_qk_l2norm_in_kernel", False), ("use_gate_in_kernel", False),
+         ("use_beta_sigmoid_in_kernel", False), ("allow_neg_eigval", False), ("safe_gate", False),
+         ("lower_bound", None), ("disable_recompute", False), ("return_intermediate_states", False),
+         ("state_v_first", False), ("cu_seqlens", None), ("cu_seqlens_cpu", None), ("cp_context", None),
+         ("use_graph", False), ("max_num_seqs", None)], True),
     "fused_recurrent_kda": (
         [("q", REQ), ("k", REQ), ("v", REQ), ("g", REQ), ("beta", REQ), ("A_log", None), ("dt_bias", None),
          ("scale", None), ("initial_state", None), ("output_final_state", False), ("use_qk_l2norm_in_kernel", False),
@@ -76,8 +86,12 @@ here): ``bias=None`` of the gated norm, ``g=None`` (a plain RMSNorm) of its modu
 
 KEYWORD_ONLY = {
     "chunk_gated_delta_rule": {"use_gate_in_kernel": False, "A_log": None, "dt_bias": None, "chunk_size": 64},
+    # fla 0.6.0's chunk_kda: kwargs.get("A_log"), kwargs.get("dt_bias"), kwargs.pop("chunk_size", 64)
+    "chunk_kda": {"A_log": None, "dt_bias": None, "chunk_size": 64},
 }
-"""Names flash-linear-attention 0.6.0 reads from ``**kwargs`` and we name as keyword-only parameters."""
+"""Names flash-linear-attention 0.6.0 reads from ``**kwargs`` and we name as keyword-only parameters
+(with fla's default where it has one): a call that passes them by name works in both. The test
+requires exactly these keyword-only parameters, so an extra one of ours fails it."""
 
 
 def _ours(name: str):
@@ -105,3 +119,4 @@ def test_parameters_match_fla_060(name):
 def test_modules_namespace():
     assert set(modules.__all__) == {"ShortConvolution", "FusedRMSNormGated", "RMSNorm", "L2Norm"}
     assert ops.l2_norm is ops.l2norm
+    assert ops.chunk_kda is kda.chunk_kda and ops.fused_recurrent_kda is kda.fused_recurrent_kda

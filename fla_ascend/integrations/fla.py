@@ -15,6 +15,9 @@ Routed (flash-linear-attention 0.6.0 function -> fla-ascend):
 - ``fla.ops.gated_delta_rule.chunk_gated_delta_rule`` (operation registry ``gated_delta_rule``) ->
   :func:`fla_ascend.ops.chunk_gated_delta_rule`, forward and backward (the whole op: same
   parameters).
+- ``fla.ops.kda.chunk.chunk_kda`` (its own registry) -> :func:`fla_ascend.ops.chunk_kda`, forward
+  and backward (the whole op: same parameters; ``A_log``, ``dt_bias`` and ``chunk_size``, which fla
+  reads from ``**kwargs``, are keyword-only parameters of ours).
 - ``fla.modules.causal_conv1d.ops.causal_conv1d_fwd`` / ``causal_conv1d_bwd`` (the stages that
   ``causal_conv1d``, ``ShortConvolution`` and fla's context-parallel conv call) ->
   :func:`fla_ascend.ops.causal_conv1d`; the backward stage receives the forward's inputs, not our
@@ -28,9 +31,11 @@ Routed (flash-linear-attention 0.6.0 function -> fla-ascend):
 Each forward stage returns what fla's stage returns (``y`` and the float32 ``rstd``, the residual
 sum), so a backward stage left to fla (a rejected call) works on its output and the other way round.
 
-Not routed: ``fused_recurrent_gated_delta_rule`` is not dispatched through the registry in 0.6.0
-(a plain function); the gated delta rule's inner stages (``chunk_gated_delta_rule_fwd_intra``,
-``recompute_w_u_fwd``, ...) are dispatched but have no fla-ascend counterpart of the same contract.
+Not routed: ``fused_recurrent_gated_delta_rule`` and ``fused_recurrent_kda`` are not dispatched
+through the registry in 0.6.0 (plain functions); the inner stages of the gated delta rule
+(``chunk_gated_delta_rule_fwd_intra``, ``recompute_w_u_fwd``, ...) and of KDA (operation registry
+``kda``: ``kda_gate_chunk_cumsum``, ``chunk_kda_fwd_intra``, ``fused_recurrent_kda_fwd``, ...) are
+dispatched but have no fla-ascend counterpart of the same contract.
 
 ``devices``: a call is taken only when its first tensor lives on one of the enabled device types.
 The default, ``("npu", "cuda")``, leaves CPU tensors to fla. ``"cpu"`` routes CPU tensors to
@@ -46,6 +51,8 @@ import importlib
 import importlib.metadata
 import importlib.util
 import inspect
+import math
+import numbers
 import warnings
 from collections import Counter
 from collections.abc import Callable, Iterable
@@ -59,7 +66,8 @@ from fla_ascend.integrations.handles import Handle, Handles
 from fla_ascend.ops.causal_conv1d.conv import MAX_W
 from fla_ascend.ops.gated_delta_rule.chunk import CUDA_MIN_BWD_HEAD_DIM
 from fla_ascend.ops.gated_delta_rule.inputs import MAX_HEAD_DIM
-from fla_ascend.ops.utils import FLOAT_DTYPES
+from fla_ascend.ops.kda.chunk import CHUNK_SIZES as KDA_CHUNK_SIZES
+from fla_ascend.ops.utils import FLOAT_DTYPES, check_bools
 
 # the kernel modules (fla_ascend.ops.norm exports functions of the same names)
 _l2 = importlib.import_module("fla_ascend.ops.norm.l2norm")
@@ -82,6 +90,9 @@ NOT_DISPATCHED = {
     "fused_recurrent_gated_delta_rule": "flash-linear-attention 0.6.0 does not dispatch "
     "fused_recurrent_gated_delta_rule through its backend registry (a plain function), so no backend "
     "can take its calls; call fla_ascend.ops.fused_recurrent_gated_delta_rule directly",
+    "fused_recurrent_kda": "flash-linear-attention 0.6.0 does not dispatch fused_recurrent_kda through its "
+    "backend registry (a plain function; only its inner stage fused_recurrent_kda_fwd is, with another "
+    "contract), so no backend can take its calls; call fla_ascend.ops.fused_recurrent_kda directly",
 }
 """Functions asked about that fla 0.6.0 does not dispatch, and why they cannot be routed."""
 
@@ -116,6 +127,11 @@ ROUTES = (
           ("q", "k", "v", "g", "beta", "scale", "initial_state", "output_final_state", "use_qk_l2norm_in_kernel",
            "use_beta_sigmoid_in_kernel", "allow_neg_eigval", "state_v_first", "cu_seqlens", "cu_seqlens_cpu",
            "chunk_indices", "cp_context", "kwargs")),
+    Route("chunk_kda", "fla.ops.kda.chunk", "chunk_kda", None,
+          ("q", "k", "v", "g", "beta", "scale", "initial_state", "output_final_state", "use_qk_l2norm_in_kernel",
+           "use_gate_in_kernel", "use_beta_sigmoid_in_kernel", "allow_neg_eigval", "safe_gate", "lower_bound",
+           "disable_recompute", "return_intermediate_states", "state_v_first", "cu_seqlens", "cu_seqlens_cpu",
+           "cp_context", "use_graph", "max_num_seqs", "kwargs")),
     Route("causal_conv1d", _CONV, "causal_conv1d_fwd", None, _CONV_FWD_PARAMS),
     Route("causal_conv1d", _CONV, "causal_conv1d_bwd", None,
           ("x", "dy", "dht", "weight", "bias", "residual", "initial_state", "activation", "cu_seqlens",
@@ -206,6 +222,85 @@ def _chunk_gated_delta_rule_rejects(q, k, v, g, beta, scale=None, initial_state=
         return "bfloat16 under the Triton interpreter (its tl.dot on bfloat16 is wrong)"
     if (backend.is_cuda_compiled() and min(K, V) < CUDA_MIN_BWD_HEAD_DIM
             and _needs_grad(q, k, v, g, beta, initial_state, kwargs.get("A_log"), kwargs.get("dt_bias"))):
+        return f"a backward with K={K}, V={V} on CUDA: fla-ascend's needs K and V >= {CUDA_MIN_BWD_HEAD_DIM}"
+    return None
+
+
+_KDA_KWARGS = {"A_log", "dt_bias", "chunk_size", "transpose_state_layout"}
+"""The names flash-linear-attention 0.6.0's ``chunk_kda`` reads from ``**kwargs`` (it ignores any
+other); ours takes these four and refuses the rest."""
+
+
+def _chunk_kda_rejects(q, k, v, g, beta, scale=None, initial_state=None, output_final_state=False,
+                       use_qk_l2norm_in_kernel=False, use_gate_in_kernel=False, use_beta_sigmoid_in_kernel=False,
+                       allow_neg_eigval=False, safe_gate=False, lower_bound=None, disable_recompute=False,
+                       return_intermediate_states=False, state_v_first=False, cu_seqlens=None, cu_seqlens_cpu=None,
+                       cp_context=None, use_graph=False, max_num_seqs=None, **kwargs):
+    """Why fla's ``chunk_kda`` call stays with fla, or ``None``: what fla 0.6.0 accepts and
+    :func:`fla_ascend.ops.chunk_kda` would refuse or does not implement. A call both refuse
+    (mismatched shapes, ``HV`` not a multiple of ``H``, invalid ``cu_seqlens``, ...) is not looked
+    at here: ours raises its own error."""
+    reason = _rejects("chunk_kda", q)
+    if reason:
+        return reason
+    if cp_context is not None:
+        return ("cp_context is flash-linear-attention's context parallelism (FLACPContext); fla-ascend's chunk_kda "
+                "has none")
+    flags = dict(output_final_state=output_final_state, use_qk_l2norm_in_kernel=use_qk_l2norm_in_kernel,
+                 use_gate_in_kernel=use_gate_in_kernel, use_beta_sigmoid_in_kernel=use_beta_sigmoid_in_kernel,
+                 allow_neg_eigval=allow_neg_eigval, safe_gate=safe_gate, disable_recompute=disable_recompute,
+                 return_intermediate_states=return_intermediate_states, state_v_first=state_v_first,
+                 use_graph=use_graph)
+    if "transpose_state_layout" in kwargs:
+        flags["transpose_state_layout"] = kwargs["transpose_state_layout"]
+    try:
+        check_bools("chunk_kda", **flags)
+    except TypeError as e:
+        return f"{e} (fla takes any value by its truth, fla-ascend a bool only)"
+    if use_graph:
+        return "use_graph=True (a fixed-shape chunk list for graph capture): not implemented by fla-ascend"
+    unknown = sorted(set(kwargs) - _KDA_KWARGS)
+    if unknown:
+        return f"keyword arguments {unknown}: fla ignores them, fla-ascend refuses them"
+    A_log, dt_bias = kwargs.get("A_log"), kwargs.get("dt_bias")
+    if not use_gate_in_kernel and (A_log is not None or dt_bias is not None):
+        return "A_log / dt_bias without use_gate_in_kernel=True: fla ignores them, fla-ascend refuses them"
+    chunk_size = kwargs.get("chunk_size", 64)
+    if (isinstance(chunk_size, bool) or not isinstance(chunk_size, numbers.Integral)
+            or chunk_size not in KDA_CHUNK_SIZES):
+        return f"chunk_size={chunk_size!r}: fla-ascend's chunk_kda takes an int in {KDA_CHUNK_SIZES}"
+    named = dict(q=q, k=k, v=v, g=g, beta=beta, initial_state=initial_state, A_log=A_log, dt_bias=dt_bias)
+    for name, t in named.items():
+        if t is None and name in ("initial_state", "A_log", "dt_bias"):
+            continue
+        if not isinstance(t, torch.Tensor):
+            return f"{name} is a {type(t).__name__}, not a tensor"
+        if t.dtype not in FLOAT_DTYPES:
+            return f"{name} of dtype {t.dtype}: fla-ascend takes {[str(d) for d in FLOAT_DTYPES]}"
+    if q.dim() != 4 or v.dim() != 4:
+        return "q or v is not a 4-D tensor"
+    T, K, HV, V = q.shape[1], q.shape[3], v.shape[2], v.shape[3]
+    if T < 1 or min(K, V) < 1:
+        return f"an empty call (T={T}, K={K}, V={V}): fla-ascend's chunk_kda needs T, K, V >= 1"
+    if max(K, V) > MAX_HEAD_DIM:
+        return f"head dims K={K}, V={V}: fla-ascend's state recurrence takes at most {MAX_HEAD_DIM}"
+    if A_log is not None and tuple(A_log.shape) != (HV,):
+        return (f"A_log of shape {tuple(A_log.shape)}: fla reads any tensor of HV={HV} elements, fla-ascend's "
+                f"chunk_kda takes [{HV}]")
+    if dt_bias is not None and tuple(dt_bias.shape) != (HV * K,):
+        return (f"dt_bias of shape {tuple(dt_bias.shape)}: fla reads any tensor of HV * K={HV * K} elements, "
+                f"fla-ascend's chunk_kda takes [{HV * K}]")
+    if lower_bound is not None and (isinstance(lower_bound, bool) or not isinstance(lower_bound, numbers.Real)
+                                    or not (math.isfinite(lower_bound) and lower_bound < 0)):
+        return f"lower_bound={lower_bound!r}: fla-ascend takes a finite negative float"
+    if scale is not None and (isinstance(scale, bool) or not isinstance(scale, numbers.Real)
+                              or not math.isfinite(scale)):
+        return f"scale={scale!r}: fla-ascend takes a finite float"
+    if backend.is_interpreter() and torch.promote_types(torch.promote_types(q.dtype, k.dtype), v.dtype) == \
+            torch.bfloat16:
+        return "bfloat16 under the Triton interpreter (its tl.dot on bfloat16 is wrong)"
+    if (backend.is_cuda_compiled() and min(K, V) < CUDA_MIN_BWD_HEAD_DIM
+            and _needs_grad(q, k, v, g, beta, initial_state, A_log, dt_bias)):
         return f"a backward with K={K}, V={V} on CUDA: fla-ascend's needs K and V >= {CUDA_MIN_BWD_HEAD_DIM}"
     return None
 
@@ -303,6 +398,12 @@ def _layer_norm_gated_bwd_rejects(dy, x, g, weight, bias, activation="swish", ep
 def _chunk_gated_delta_rule(*args, **kwargs):
     """fla's ``chunk_gated_delta_rule`` call, as it is, to ours (same parameters)."""
     return _ops.chunk_gated_delta_rule(*args, **kwargs)
+
+
+def _chunk_kda(*args, **kwargs):
+    """fla's ``chunk_kda`` call, as it is, to ours (same parameters; fla's ``**kwargs`` names are
+    our keyword-only ones)."""
+    return _ops.chunk_kda(*args, **kwargs)
 
 
 def _flat_channels(t, weight):
@@ -410,6 +511,7 @@ def _layer_norm_gated_bwd(dy, x, g, weight, bias, activation="swish", eps=1e-5, 
 
 ADAPTERS: dict[str, tuple[Callable, Callable]] = {
     "chunk_gated_delta_rule": (_chunk_gated_delta_rule, _chunk_gated_delta_rule_rejects),
+    "chunk_kda": (_chunk_kda, _chunk_kda_rejects),
     "causal_conv1d_fwd": (_causal_conv1d_fwd, _causal_conv1d_fwd_rejects),
     "causal_conv1d_bwd": (_causal_conv1d_bwd, _causal_conv1d_bwd_rejects),
     "causal_conv1d_update": (_causal_conv1d_update, _causal_conv1d_update_rejects),
@@ -598,11 +700,12 @@ _HANDLES = Handles(_release)
 
 def enable(ops: Iterable[str] | str | None = None, devices: Iterable[str] | str = ("npu", "cuda")) -> Handle:
     """Register fla-ascend as a backend of flash-linear-attention's registry, so that fla's own
-    calls (``fla.ops.gated_delta_rule.chunk_gated_delta_rule``, ``fla.modules.ShortConvolution``, ...)
-    run fla-ascend's kernels where fla-ascend supports the arguments.
+    calls (``fla.ops.gated_delta_rule.chunk_gated_delta_rule``, ``fla.ops.kda.chunk_kda``,
+    ``fla.modules.ShortConvolution``, ...) run fla-ascend's kernels where fla-ascend supports the
+    arguments.
 
     Args:
-        ops: names from :data:`OPS` (``"chunk_gated_delta_rule"``, ``"causal_conv1d"``,
+        ops: names from :data:`OPS` (``"chunk_gated_delta_rule"``, ``"chunk_kda"``, ``"causal_conv1d"``,
             ``"causal_conv1d_update"``, ``"l2norm"``, ``"rms_norm_gated"``), or one such name; ``None``
             (default): all of them.
         devices: device types whose tensors are routed: ``"npu"``, ``"cuda"``, ``"cpu"`` (the last only
@@ -620,7 +723,7 @@ def enable(ops: Iterable[str] | str | None = None, devices: Iterable[str] | str 
 
     Raises:
         ValueError: an unknown op or device, or an op 0.6.0 does not dispatch
-            (``fused_recurrent_gated_delta_rule``).
+            (``fused_recurrent_gated_delta_rule``, ``fused_recurrent_kda``).
         ImportError, RuntimeError: from :func:`check_fla` (fla missing, or its registry not 0.6.0's).
     """
     chosen = _selected(ops)

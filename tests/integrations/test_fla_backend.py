@@ -1,8 +1,10 @@
 """fla-ascend as a backend of flash-linear-attention 0.6.0's registry
 (:mod:`fla_ascend.integrations.fla`), on the CPU under the interpreter: fla's own entry points
-(``fla.ops.gated_delta_rule.chunk_gated_delta_rule``, ``fla.modules.ShortConvolution``,
-``FusedRMSNormGated``, ``l2norm``) reach our ops and match a direct call to them; an unsupported
-argument or device falls through to fla's code with the reason logged once; disable restores
+(``fla.ops.gated_delta_rule.chunk_gated_delta_rule``, ``fla.ops.kda.chunk_kda``,
+``fla.modules.ShortConvolution``, ``FusedRMSNormGated``, ``l2norm``) reach our ops and match a direct
+call to them (``chunk_kda`` also the float64 reference); an unsupported argument or device falls
+through to fla's code with the reason logged once, and each reason ``chunk_kda``'s verifier gives
+is met by a call; disable restores
 fla's dispatch; handles nest; a registry that is not 0.6.0's gives a clear error; the script that
 runs fla's own tests with the backend summarises a run.
 
@@ -25,9 +27,11 @@ import logging
 import os
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 from unittest import mock
 
+import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
@@ -35,6 +39,7 @@ import torch.nn.functional as F
 import fla_ascend.modules as our_modules
 import fla_ascend.ops as our_ops
 from fla_ascend import backend
+from fla_ascend.ops.kda.reference import naive_recurrent_kda
 from fla_ascend.ops.utils import rel_rmse
 
 ff = pytest.importorskip("fla_ascend.integrations.fla")
@@ -47,8 +52,9 @@ FLA_SITE = Path(sys.prefix) / "fla-site"
 """fla-core 0.6.0 and einops, installed with ``pip install --target`` by scripts/setup_env.sh."""
 
 FLA_MODULES = ("fla", "fla.backends", "fla.ops.gated_delta_rule", "fla.ops.gated_delta_rule.chunk", "fla.modules",
-               "fla.modules.norm.l2norm", "fla.modules.causal_conv1d.ops", "fla.modules.norm.fused_norm_gate")
-fla = fb = fla_gdr = fla_chunk = fla_modules = fla_l2 = fla_conv = None  # set by _fla on first use
+               "fla.modules.norm.l2norm", "fla.modules.causal_conv1d.ops", "fla.modules.norm.fused_norm_gate",
+               "fla.ops.kda", "fla.ops.kda.chunk")
+fla = fb = fla_gdr = fla_chunk = fla_modules = fla_l2 = fla_conv = fla_kda = fla_kda_chunk = None  # set by _fla
 
 
 @pytest.mark.skipif(HAVE_FLA or not FLA_SITE.is_dir(),
@@ -97,14 +103,14 @@ def _import_fla() -> list:
 def _fla(request):
     """fla's modules as this file's globals (imported on first use), and no backend enabled before or
     after a test; cases skip where fla is not importable."""
-    global fla, fb, fla_gdr, fla_chunk, fla_modules, fla_l2, fla_conv
+    global fla, fb, fla_gdr, fla_chunk, fla_modules, fla_l2, fla_conv, fla_kda, fla_kda_chunk
     if request.node.name == "test_in_a_process_with_fla":
         yield
         return
     if not HAVE_FLA:
         pytest.skip("flash-linear-attention is not importable here: the cases run in test_in_a_process_with_fla")
     if fla is None:
-        fla, fb, fla_gdr, fla_chunk, fla_modules, fla_l2, fla_conv, _ = _import_fla()
+        fla, fb, fla_gdr, fla_chunk, fla_modules, fla_l2, fla_conv, _, fla_kda, fla_kda_chunk = _import_fla()
     ff.disable()
     ff.reset_stats()
     yield
@@ -168,6 +174,229 @@ def test_chunk_gated_delta_rule_reaches_fla_ascend(monkeypatch):
     assert rel_rmse(o_ref, o) < TOL and rel_rmse(ht_ref, ht) < TOL
     for name, a, b in zip("q k v g beta h0".split(), want, got):
         assert rel_rmse(a, b) < TOL, name
+
+
+KDA_CASES = {
+    # name -> (input sizes, chunk_kda's keyword arguments besides the tensors)
+    "plain-gate": (dict(B=2, T=20, H=1, HV=2, K=16, V=16, gate_in_kernel=False), dict(output_final_state=True)),
+    "gate-in-kernel-gva-l2norm-chunk16": (
+        dict(B=1, T=24, H=2, HV=4, K=16, V=16, gate_in_kernel=True),
+        dict(output_final_state=True, use_qk_l2norm_in_kernel=True, use_gate_in_kernel=True, chunk_size=16)),
+    "varlen-lower-bound-beta-logits-chunk32": (
+        dict(B=1, T=40, H=1, HV=2, K=16, V=16, gate_in_kernel=True, cu_seqlens=(0, 7, 7, 40)),
+        dict(output_final_state=True, use_gate_in_kernel=True, safe_gate=True, lower_bound=-5.0,
+             use_beta_sigmoid_in_kernel=True, chunk_size=32)),
+}
+KDA_LIMITS = (1e-4, 1e-3)
+"""rel-RMSE against the float64 recurrence in float32: o, the final state, dq, dk, dv, dh0; and dg,
+dbeta, dA_log, ddt_bias (sums over whole chunks and heads), as tests/ops/test_kda_chunk.py."""
+KDA_GATE_GRADS = ("g", "beta", "A_log", "dt_bias")
+
+
+def _kda_inputs(B, T, H, HV, K, V, gate_in_kernel, cu_seqlens=None, requires_grad=True, seed=0):
+    """``{name: tensor}`` of a chunk_kda call: q, k, v, g, beta, initial_state, and with the gate in
+    the kernel the raw ``g``, A_log and dt_bias (else ``g`` is a log decay)."""
+    gen = torch.Generator().manual_seed(seed)
+    N = B if cu_seqlens is None else len(cu_seqlens) - 1
+    x = dict(q=torch.randn(B, T, H, K, generator=gen), k=F.normalize(torch.randn(B, T, H, K, generator=gen), dim=-1),
+             v=torch.randn(B, T, HV, V, generator=gen), g=torch.randn(B, T, HV, K, generator=gen),
+             beta=torch.rand(B, T, HV, generator=gen), initial_state=torch.randn(N, HV, K, V, generator=gen))
+    if gate_in_kernel:
+        x["A_log"] = torch.empty(HV).uniform_(-1.0, 1.0, generator=gen)
+        x["dt_bias"] = 0.5 * torch.randn(HV * K, generator=gen)
+    else:
+        x["g"] = F.logsigmoid(x["g"] + 3.0)
+    x = {n: t.requires_grad_(requires_grad) for n, t in x.items()}
+    if cu_seqlens is not None:
+        x["cu_seqlens"] = torch.tensor(cu_seqlens, dtype=torch.int32)
+    return x
+
+
+def _kda_loss(o, ht, seed=7):
+    """``(o * do).sum() + (ht * dht).sum()`` with fixed float32 cotangents (cast to the outputs' dtype)."""
+    gen = torch.Generator().manual_seed(seed)
+    do, dht = torch.randn(o.shape, generator=gen), torch.randn(ht.shape, generator=gen)
+    return (o * do.to(o.dtype)).sum() + (ht * dht.to(ht.dtype)).sum()
+
+
+@pytest.mark.parametrize("case", sorted(KDA_CASES))
+def test_chunk_kda_reaches_fla_ascend(monkeypatch, case):
+    """fla's chunk_kda, called as fla's users call it (A_log, dt_bias, chunk_size through its
+    **kwargs), runs our op once, forward and backward: the output, the final state and the gradient
+    of every input match a direct call to ours and the float64 token-by-token reference. chunk_size
+    16, which fla's own code refuses, is ours to run."""
+    sizes, kw = KDA_CASES[case]
+    ours = our_ops.chunk_kda
+    entry = spy(monkeypatch, our_ops, "chunk_kda")
+    x = _kda_inputs(**sizes)
+    leaves = [n for n, t in x.items() if isinstance(t, torch.Tensor) and t.requires_grad]
+    with ff.enable("chunk_kda", devices="cpu"):
+        o, ht = fla_kda.chunk_kda(**x, **kw)
+        got = torch.autograd.grad(_kda_loss(o, ht), [x[n] for n in leaves])
+    assert entry.call_count == 1
+    assert ff.stats() == {"chunk_kda": {"fla_ascend": 1}}
+
+    o_ours, ht_ours = ours(**x, **kw)
+    want = torch.autograd.grad(_kda_loss(o_ours, ht_ours), [x[n] for n in leaves])
+    assert rel_rmse(o_ours, o) < TOL and rel_rmse(ht_ours, ht) < TOL
+    for name, a, b in zip(leaves, want, got):
+        assert rel_rmse(a, b) < TOL, name
+
+    x64 = {n: t.detach().double().requires_grad_() if n in leaves else t for n, t in x.items()}
+    o_ref, ht_ref = naive_recurrent_kda(**x64, **kw)
+    ref = torch.autograd.grad(_kda_loss(o_ref, ht_ref), [x64[n] for n in leaves])
+    lim, gate_lim = KDA_LIMITS
+    assert rel_rmse(o_ref, o.double()) < lim and rel_rmse(ht_ref, ht.double()) < lim
+    for name, r, b in zip(leaves, ref, got):
+        assert rel_rmse(r, b.double()) < (gate_lim if name in KDA_GATE_GRADS else lim), name
+    assert {"q", "k", "v", "g", "beta", "initial_state"} <= set(leaves)
+    assert ("A_log" in leaves) == kw.get("use_gate_in_kernel", False)
+
+
+def _kda_call(K=16, V=16, T=8, requires_grad=False, **kw):
+    """A small chunk_kda call fla-ascend takes (``{name: argument}``), with ``kw`` over it."""
+    x = _kda_inputs(B=1, T=T, H=1, HV=2, K=K, V=V, gate_in_kernel=False, requires_grad=requires_grad)
+    return {**x, **kw}
+
+
+def _gate_call(**kw):
+    """A call with the gate in the kernel (A_log, dt_bias) that fla-ascend takes, ``kw`` over it."""
+    return {**_kda_inputs(B=1, T=8, H=1, HV=2, K=16, V=16, gate_in_kernel=True, requires_grad=False),
+            "use_gate_in_kernel": True, **kw}
+
+
+class _Context:
+    """Stands for fla's FLACPContext (any object: the check is ``cp_context is not None``)."""
+
+    cu_seqlens = None
+    cu_seqlens_cpu = None
+
+
+def _with(**kw):
+    """The base call with ``kw`` over it."""
+    return lambda call: {**call, **kw}
+
+
+def _cast(dtype):
+    """The base call with q, k, v in ``dtype``."""
+    return lambda call: {n: t.to(dtype) if n in ("q", "k", "v") else t for n, t in call.items()}
+
+
+KDA_REJECTED = {
+    # name -> (a call fla-ascend takes, the change that makes it one it refuses, a fragment of the
+    #          reason, the exception our chunk_kda raises on the changed call)
+    "cp_context": (_kda_call, _with(cp_context=_Context()), "cp_context is flash-linear-attention's",
+                   NotImplementedError),
+    "use_graph": (_kda_call, _with(use_graph=True), "use_graph=True", NotImplementedError),
+    "flag-not-a-bool": (_kda_call, _with(output_final_state=1), "output_final_state must be a bool", TypeError),
+    "transpose_state_layout-not-a-bool": (_kda_call, _with(transpose_state_layout="yes"),
+                                          "transpose_state_layout must be a bool", TypeError),
+    "unknown-keyword": (_kda_call, _with(head_first=False), "keyword arguments ['head_first']", DeprecationWarning),
+    "A_log-without-gate": (_kda_call, _with(A_log=torch.zeros(2)), "A_log / dt_bias without use_gate_in_kernel",
+                           ValueError),
+    "dt_bias-without-gate": (_kda_call, _with(dt_bias=torch.zeros(32)), "A_log / dt_bias without use_gate_in_kernel",
+                             ValueError),
+    "chunk_size-float": (_kda_call, _with(chunk_size=64.0), "chunk_size=64.0", ValueError),
+    "chunk_size-128": (_kda_call, _with(chunk_size=128), "chunk_size=128", ValueError),
+    "not-a-tensor": (_kda_call, _with(beta=None), "beta is a NoneType, not a tensor", TypeError),
+    "float64": (_kda_call, _cast(torch.float64), "q of dtype torch.float64", TypeError),
+    "integer-initial-state": (_kda_call, _with(initial_state=torch.zeros(1, 2, 16, 16, dtype=torch.int32)),
+                              "initial_state of dtype torch.int32", TypeError),
+    "q-not-4d": (_kda_call, _with(q=torch.randn(8, 1, 16)), "q or v is not a 4-D tensor", ValueError),
+    "empty": (_kda_call, lambda call: _kda_call(T=0), "an empty call (T=0", ValueError),
+    "K-above-256": (_kda_call, lambda call: _kda_call(K=257), "head dims K=257, V=16", ValueError),
+    "V-above-256": (_kda_call, lambda call: _kda_call(V=257), "head dims K=16, V=257", ValueError),
+    "A_log-of-another-shape": (_gate_call, _with(A_log=torch.zeros(1, 1, 2, 1)), "A_log of shape (1, 1, 2, 1)",
+                               ValueError),
+    "dt_bias-of-another-shape": (_gate_call, _with(dt_bias=torch.zeros(2, 16)), "dt_bias of shape (2, 16)",
+                                 ValueError),
+    "lower_bound-positive": (_gate_call, _with(lower_bound=0.5), "lower_bound=0.5", ValueError),
+    "lower_bound-without-gate-inf": (_kda_call, _with(lower_bound=float("-inf")), "lower_bound=-inf", ValueError),
+    "scale-inf": (_kda_call, _with(scale=float("inf")), "scale=inf", ValueError),
+    "scale-a-tensor": (_kda_call, _with(scale=torch.tensor(0.25)), "scale=tensor(0.2500)", TypeError),
+    "bfloat16-interpreter": (_kda_call, _cast(torch.bfloat16), "bfloat16 under the Triton interpreter", TypeError),
+}
+
+
+def _verdict(call: dict) -> str | None:
+    return ff.ADAPTERS["chunk_kda"][1](**call)
+
+
+@pytest.mark.parametrize("case", sorted(KDA_REJECTED))
+def test_chunk_kda_rejections(case):
+    """Each reason chunk_kda's verifier gives (so that fla's own code runs the call): the call
+    without the one change is taken, the call with it is refused for that reason, and our chunk_kda
+    called directly raises on it (the reason it must stay with fla)."""
+    base, change, reason, our_error = KDA_REJECTED[case]
+    with ff.enable("chunk_kda", devices="cpu"):
+        call = base()
+        assert _verdict(call) is None
+        call = change(call)
+        got = _verdict(call)
+        assert got is not None and reason in got, got
+    with pytest.raises(our_error), warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # transpose_state_layout's own warning
+        our_ops.chunk_kda(**call)
+
+
+def test_chunk_kda_rejects_a_cuda_backward_below_head_dim_16(monkeypatch):
+    """On CUDA (compiled Triton) a call that will need a backward at K or V < 16 stays with fla; the
+    same call without gradients, and one at K = V = 16 with them, are ours."""
+    monkeypatch.setattr(backend, "is_cuda_compiled", lambda: True)
+    with ff.enable("chunk_kda", devices="cpu"):
+        got = _verdict(_kda_call(K=8, V=16, requires_grad=True))
+        assert got is not None and "a backward with K=8, V=16 on CUDA" in got
+        assert "V=8 on CUDA" in _verdict(_kda_call(K=16, V=8, requires_grad=True))
+        with torch.no_grad():
+            assert _verdict(_kda_call(K=8, V=8, requires_grad=True)) is None
+        assert _verdict(_kda_call(K=8, V=8, requires_grad=False)) is None
+        assert _verdict(_kda_call(K=16, V=16, requires_grad=True)) is None
+        assert _verdict(_gate_call(A_log=torch.zeros(2, requires_grad=True))) is None
+    monkeypatch.setattr(backend, "is_cuda_compiled", lambda: False)
+    with ff.enable("chunk_kda", devices="cpu"):
+        assert _verdict(_kda_call(K=8, V=8, requires_grad=True)) is None
+
+
+def test_chunk_kda_takes_what_it_supports():
+    """The verifier does not refuse what our chunk_kda implements beyond the common call, and ours
+    runs each of those calls: the lower-bound gate without A_log, state_v_first and
+    transpose_state_layout, chunk sizes 16 and 32, disable_recompute, return_intermediate_states
+    (under inference mode, as both ops require), beta logits, mixed dtypes (computed in float32 here:
+    float16 with bfloat16), float16, numpy flags."""
+    calls = [_gate_call(A_log=None, lower_bound=-5.0, safe_gate=True), _kda_call(state_v_first=True),
+             _kda_call(transpose_state_layout=True), _kda_call(chunk_size=16), _kda_call(chunk_size=32),
+             _kda_call(disable_recompute=True), _kda_call(return_intermediate_states=True),
+             _kda_call(use_beta_sigmoid_in_kernel=True, allow_neg_eigval=True),
+             _with(q=_kda_call()["q"].half(), v=_kda_call()["v"].bfloat16())(_kda_call()), _cast(torch.float16)(
+                 _kda_call()), _kda_call(scale=0.5, max_num_seqs=3, output_final_state=np.bool_(True))]
+    with ff.enable("chunk_kda", devices="cpu"):
+        assert [_verdict(c) for c in calls] == [None] * len(calls)
+    with warnings.catch_warnings(), torch.inference_mode():
+        warnings.simplefilter("ignore", DeprecationWarning)  # transpose_state_layout's own warning
+        for call in calls:
+            assert our_ops.chunk_kda(**call)[0].shape == call["v"].shape
+    with ff.enable("chunk_kda"):  # npu and cuda only
+        assert _verdict(_kda_call()).startswith("cpu tensors: fla-ascend is enabled for ['cuda', 'npu']")
+
+
+def test_chunk_kda_rejected_call_runs_fla(monkeypatch, caplog):
+    """A refused chunk_kda call (A_log without use_gate_in_kernel: fla ignores it) reaches fla's own
+    ChunkKDAFunction, not ours; fla logs the reason once for two calls, stats() counts both."""
+    entry = spy(monkeypatch, our_ops, "chunk_kda")
+    fla_apply = mock.Mock(return_value=("fla's o", None))
+    monkeypatch.setattr(fla_kda_chunk.ChunkKDAFunction, "apply", fla_apply)
+    registry = fb._function_registries[inspect.unwrap(fla_kda_chunk.chunk_kda)]
+    monkeypatch.setattr(registry, "_logged", set())
+    x = _kda_call()
+    with ff.enable("chunk_kda", devices="cpu"), caplog.at_level(logging.INFO, logger="fla.backends"):
+        for _ in range(2):
+            o, _ = fla_kda.chunk_kda(**x, A_log=torch.zeros(2))
+            assert o == "fla's o"
+    assert fla_apply.call_count == 2 and entry.call_count == 0
+    logged = [r.getMessage() for r in caplog.records if "rejected" in r.getMessage()]
+    assert len(logged) == 1 and "chunk_kda -> fla_ascend rejected: A_log / dt_bias without" in logged[0]
+    (reason,) = ff.stats()["chunk_kda"]
+    assert ff.stats()["chunk_kda"][reason] == 2 and reason.startswith("A_log / dt_bias without")
 
 
 def test_short_convolution_reaches_fla_ascend(monkeypatch):
@@ -318,6 +547,8 @@ def test_enable_nests_and_counts(monkeypatch):
 def test_bad_arguments():
     with pytest.raises(ValueError, match="does not dispatch fused_recurrent_gated_delta_rule"):
         ff.enable("fused_recurrent_gated_delta_rule")
+    with pytest.raises(ValueError, match="does not dispatch fused_recurrent_kda"):
+        ff.enable(["chunk_kda", "fused_recurrent_kda"])
     with pytest.raises(ValueError, match="unknown op 'gla'"):
         ff.enable(["l2norm", "gla"])
     with pytest.raises(ValueError, match="devices must be a non-empty subset"):
