@@ -13,6 +13,8 @@ from fla_ascend.ops.causal_conv1d import causal_conv1d
 from fla_ascend.ops.causal_conv1d.reference import causal_conv1d_ref
 from fla_ascend.ops.gated_delta_rule import chunk_gated_delta_rule
 from fla_ascend.ops.gated_delta_rule.reference import chunk_gated_delta_rule_ref
+from fla_ascend.ops.kda import chunk_kda
+from fla_ascend.ops.kda.reference import naive_recurrent_kda
 from fla_ascend.tiling.chips import get_chip
 
 from helpers import assert_close, make_inputs
@@ -54,6 +56,50 @@ def test_chunk_gated_delta_rule_npu_plan(K, V, varlen, chip, chunk_size):
     assert_close("final_state", rht, ht, 1e-5)
     for name in ("q", "k", "v", "g", "beta", "initial_state"):
         assert_close(f"d{name}", ref[name].grad, inputs[name].grad, 1e-4)
+
+
+@pytest.mark.parametrize("chip,chunk_size,K,V,varlen", [
+    ("Ascend910B2", 64, 128, 128, [0, 50, 50, 128]), ("Ascend910_9599", 16, 128, 64, None),
+    ("Ascend910_9599", 64, 100, 16, None)])
+def test_chunk_kda_npu_plan(chip, chunk_size, K, V, varlen):
+    """KDA's stages with an NPU target's plans (K blocks of 32, the gate tiles) and, on
+    Ascend910_9599 at chunk 16 and with 16-wide V blocks, the float32 dot chains
+    (``tiles.f32_dot_chain``), against autograd of the float64 recurrence."""
+    gen = torch.Generator().manual_seed(0)
+    N = len(varlen) - 1 if varlen else 1
+    T, H, HV = 128, 1, 2
+    x = dict(q=torch.randn(1, T, H, K, generator=gen),
+             k=torch.nn.functional.normalize(torch.randn(1, T, H, K, generator=gen), dim=-1),
+             v=torch.randn(1, T, HV, V, generator=gen), g=-torch.rand(1, T, HV, K, generator=gen) / 4,
+             beta=torch.rand(1, T, HV, generator=gen), initial_state=torch.randn(N, HV, K, V, generator=gen))
+    x = {n: t.requires_grad_() for n, t in x.items()}
+    cu = None if varlen is None else torch.tensor(varlen, dtype=torch.int32)
+    ref = {n: t.detach().double().requires_grad_() for n, t in x.items()}
+    do = torch.randn(1, T, HV, V, generator=gen)
+    with backend.use(_target(chip)):
+        o, ht = chunk_kda(**x, output_final_state=True, cu_seqlens=cu, chunk_size=chunk_size)
+        ((o * do).sum() + ht.sum()).backward()
+    ro, rht = naive_recurrent_kda(**ref, output_final_state=True, cu_seqlens=cu)
+    ((ro * do.double()).sum() + rht.sum()).backward()
+    assert_close("o", ro, o.double(), 1e-4)
+    assert_close("final_state", rht, ht.double(), 1e-4)
+    for name in x:
+        assert_close(f"d{name}", ref[name].grad, x[name].grad.double(), 1e-3 if name in ("g", "beta") else 1e-4)
+
+
+def test_chunk_kda_npu_backward_refuses_k256(npu_target):
+    """On an NPU the backward at K = 256 raises (no UB plan for the reverse recurrence's decay
+    tiles); the forward runs."""
+    gen = torch.Generator().manual_seed(0)
+    q, k = (torch.randn(1, 16, 1, 256, generator=gen, requires_grad=True) for _ in range(2))
+    v = torch.randn(1, 16, 1, 32, generator=gen, requires_grad=True)
+    g = (-torch.rand(1, 16, 1, 256, generator=gen)).requires_grad_()
+    beta = torch.rand(1, 16, 1, generator=gen).requires_grad_()
+    with backend.use(npu_target):
+        o, _ = chunk_kda(q, k, v, g, beta, chunk_size=16)
+        assert torch.isfinite(o).all()
+        with pytest.raises(NotImplementedError, match="K <= 128, got K=256"):
+            o.sum().backward()
 
 
 @pytest.mark.parametrize("states", [False, True])

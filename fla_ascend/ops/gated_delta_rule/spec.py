@@ -206,6 +206,22 @@ _FLA_CHUNK_STAGES = (
 )
 
 _C = "fla_ascend.ops.common."
+# KDA's launches (scenarios "kda-*") run the per-channel-decay variant (GK), whose [BT, BK] float32 decay tiles
+# (G, exp(G_last - G), the scaled k and q) do not shrink with BV and are not in the declared tiles yet
+_GK_UNFITTED = ("ub_model_vs_plan", "kda-*", "the per-channel-decay variant (GK, chunk_kda): its [BT, BK] decay "
+                "tiles are not in the declared tiles yet, so the model is below the plan")
+_GK_HEADROOM = ("ub_headroom", "kda-*", "the per-channel-decay variant (GK, chunk_kda): 97% of A2's UB at K = 256 "
+                "(forward) and at chunk 64 (reverse, 97-98%): the [BT, BK] decay tiles do not shrink with BV; "
+                "open (pre-scaled k and q from the WY stage would take them out)")
+FWD_H_KERNEL = Kernel(_C + "chunk_h.chunk_fwd_h_kernel", "cube", chunk_h.FWD_H_TILES, "state h", "chunk",
+                      allow=(_GK_UNFITTED, _GK_HEADROOM))
+BWD_DH_KERNEL = Kernel(_C + "chunk_h.chunk_bwd_dh_kernel", "cube", chunk_h.BWD_DH_TILES, "state dh", "chunk",
+                       allow=(_GK_UNFITTED, _GK_HEADROOM,
+                              ("not_launched", "kda-*K256-*", "the per-channel-decay variant at K = 256 needs "
+                               "214016 B of A2's 196608 B UB: chunk_kda's backward refuses K > 128 on an NPU "
+                               "(kda.chunk.NPU_MAX_BWD_K), so its K = 256 scenarios run the forward only")))
+"""The state recurrences' records; ``chunk_kda`` (:mod:`fla_ascend.ops.kda.spec`) lists the same records
+(their per-channel-decay ``GK`` variant runs in its ``chunk`` scenarios)."""
 CHUNK_KERNELS = (
     Kernel(_C + "cumsum.chunk_gate_cumsum_kernel", "vector",
            # bishengir-compile's plan (A2, with the GATE_FLOOR count): 32.2-32.6 [BT, BH] fp32 tiles, 74 with
@@ -219,7 +235,7 @@ CHUNK_KERNELS = (
            "chunk", npu_only=True,
            allow=tuple(("not_launched", f"*BT{bt}*", f"launched at chunk_size 64 only (wy.NPU_SPLIT_INVERSE_CHUNKS); "
                         f"chunk_size {bt} computes the inverse in one launch") for bt in (16, 32))),
-    Kernel(_C + "chunk_h.chunk_fwd_h_kernel", "cube", chunk_h.FWD_H_TILES, "state h", "chunk"),
+    FWD_H_KERNEL,
     Kernel(_C + "chunk_o.chunk_fwd_o_kernel", "cube", chunk_o.FWD_O_TILES, "output o", "chunk",
            allow=(("ub_model_vs_plan", "*BT64*", "BT = 64 on A2/A3: the tile is chosen by estimate "
                    "(chunk_o.NPU_FWD_O_TILE: BV 128 without double buffering, 47% of UB); the model, fitted on "
@@ -234,7 +250,7 @@ CHUNK_KERNELS = (
                    "(docstring); chunk_size 32 plans 77%"),
                   ("ub_model_vs_plan", "*BT64*", "BT = 64: the tile is chosen by estimate (wy.NPU_WY_BWD_TILE); "
                    "the compiler fills the UB for every tile, the model (fitted on smaller tiles) overstates it"))),
-    Kernel(_C + "chunk_h.chunk_bwd_dh_kernel", "cube", chunk_h.BWD_DH_TILES, "state dh", "chunk"),
+    BWD_DH_KERNEL,
     Kernel(_C + "chunk_o.chunk_bwd_dv_local_kernel", "cube", chunk_o.BWD_DV_LOCAL_TILES, "dv local", "chunk"),
     Kernel(_C + "chunk_o.chunk_bwd_dqkwg_kernel", "cube", chunk_o.BWD_DQKWG_TILES, "dq dk dw dg", "chunk",
            allow=(("ub_headroom", "*BT64*", "BT = 64: ~12 [BT, BT] fp32 buffers, 166-196 KB for every BK, BV "

@@ -25,6 +25,9 @@ from fla_ascend.ops.utils import check_bools, prepare_chunk_indices
 from fla_ascend.ops.utils.autograd import kernel_backward
 
 CHUNK_SIZES = (16, 32, 64)
+NPU_MAX_BWD_K = 128
+"""Largest ``K`` of the backward on an Ascend NPU: at ``K = 256`` bishengir-compile finds no UB plan for
+the reverse state recurrence's per-channel-decay variant (Ascend910B2: 214016 B of 196608 B)."""
 SAFE_LOWER_BOUND = (-5.0, 0.0)
 """The range ``[-5, 0)`` flash-linear-attention 0.6.0 requires of ``lower_bound`` with ``safe_gate``
 and ``use_gate_in_kernel``."""
@@ -72,7 +75,8 @@ def chunk_kda_bwd(q, k, v, g, beta_t, scale, initial_state, cu_seqlens, gate, ch
 
     Raises:
         NotImplementedError: on a CUDA GPU, ``K`` or ``V`` below
-            :data:`fla_ascend.ops.gated_delta_rule.chunk.CUDA_MIN_BWD_HEAD_DIM`.
+            :data:`fla_ascend.ops.gated_delta_rule.chunk.CUDA_MIN_BWD_HEAD_DIM`; on an Ascend NPU, ``K``
+            above :data:`NPU_MAX_BWD_K`.
     """
     B, T, H, K = q.shape
     HV, V = v.shape[2], v.shape[3]
@@ -80,6 +84,10 @@ def chunk_kda_bwd(q, k, v, g, beta_t, scale, initial_state, cu_seqlens, gate, ch
         raise NotImplementedError(
             f"chunk_kda: the backward on CUDA needs head dims K, V >= {CUDA_MIN_BWD_HEAD_DIM}, got K={K}, V={V} "
             "(the state stages' rule, chunk_gated_delta_rule's backward). The forward runs at any head dim.")
+    if K > NPU_MAX_BWD_K and backend.device_type() == "npu":
+        raise NotImplementedError(
+            f"chunk_kda: the backward on an Ascend NPU needs K <= {NPU_MAX_BWD_K}, got K={K} (the reverse state "
+            "recurrence's per-channel-decay tiles at K = 256 overflow the UB). The forward runs at any K <= 256.")
     N, n_chunks, chunk_indices, chunk_offsets = _chunking(B, T, cu_seqlens, chunk_size, chunk_indices)
     idx = dict(chunk_indices=chunk_indices, cu_seqlens=cu_seqlens)
     if saved is None:
@@ -222,7 +230,7 @@ def chunk_kda(
             ``allow_neg_eigval`` without ``use_beta_sigmoid_in_kernel``,
             ``return_intermediate_states`` outside inference mode or with ``disable_recompute``.
         NotImplementedError: ``cp_context``, ``use_graph``; from the backward on a CUDA GPU, ``K`` or
-            ``V`` below 16.
+            ``V`` below 16, on an Ascend NPU ``K`` above 128.
     """
     op = "chunk_kda"
     from fla_ascend.ops.gated_delta_rule.inputs import check_extra_kwargs

@@ -27,7 +27,7 @@ import triton.language as tl
 
 from fla_ascend import backend
 from fla_ascend.ops.common.chunk_index import chunk_bounds
-from fla_ascend.ops.common.tiles import cuda_launch, dot_dim, dot_operand, dot_precision
+from fla_ascend.ops.common.tiles import cuda_launch, dot_dim, dot_operand, dot_precision, f32_dot_chain
 from fla_ascend.ops.common.wy import wy_dot, wy_inverse
 from fla_ascend.ops.utils.math import masked_exp
 from fla_ascend.tiling import task_plan
@@ -155,7 +155,7 @@ def _kda_wy_fwd_task(
     i_task, k, v, g_cum, beta_t, Akk, w, u, chunk_indices, cu_seqlens, T, NT, TT,
     H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr,
     BT: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr,
-    DOT_PRECISION: tl.constexpr, AI_MODE: tl.constexpr, IS_VARLEN: tl.constexpr,
+    DOT_PRECISION: tl.constexpr, AI_MODE: tl.constexpr, IS_VARLEN: tl.constexpr, F32_CHAIN: tl.constexpr,
 ):
     i_c = i_task // HV
     i_hv = i_task % HV
@@ -180,7 +180,10 @@ def _kda_wy_fwd_task(
         b_k = tl.load(k + (t0 + o_t)[:, None] * (H * K) + i_h * K + o_k[None, :], mask=m_tk, other=0.0)
         b_G = tl.load(g_cum + (t0 + o_t)[:, None] * (HV * K) + i_hv * K + o_k[None, :], mask=m_tk, other=0.0)
         b_x = b_k.to(tl.float32) * masked_exp(b_G, m_tk) * b_beta[:, None]
-        b_w = tl.dot(dot_operand(b_Ai_k), b_x.to(k.dtype.element_ty))
+        if F32_CHAIN:  # A5 at chunk 16 / 16-wide V blocks: the inverse (dot results) stays float32
+            b_w = tl.dot(dot_operand(b_Ai), b_x)
+        else:
+            b_w = tl.dot(dot_operand(b_Ai_k), b_x.to(k.dtype.element_ty))
         tl.store(w + (t0 + o_t)[:, None] * (HV * K) + i_hv * K + o_k[None, :], b_w.to(w.dtype.element_ty),
                  mask=m_tk)
     b_Ai_v = b_Ai.to(v.dtype.element_ty)
@@ -189,7 +192,10 @@ def _kda_wy_fwd_task(
         m_tv = m_t[:, None] & (o_v < V)[None, :]
         p_v = (t0 + o_t)[:, None] * (HV * V) + i_hv * V + o_v[None, :]
         b_v = tl.load(v + p_v, mask=m_tv, other=0.0)
-        b_u = tl.dot(dot_operand(b_Ai_v), (b_v.to(tl.float32) * b_beta[:, None]).to(v.dtype.element_ty))
+        if F32_CHAIN:
+            b_u = tl.dot(dot_operand(b_Ai), b_v.to(tl.float32) * b_beta[:, None])
+        else:
+            b_u = tl.dot(dot_operand(b_Ai_v), (b_v.to(tl.float32) * b_beta[:, None]).to(v.dtype.element_ty))
         tl.store(u + p_v, b_u.to(u.dtype.element_ty), mask=m_tv)
 
 
@@ -199,16 +205,17 @@ def kda_wy_fwd_kernel(
     H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr,
     BT: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr,
     DOT_PRECISION: tl.constexpr, AI_MODE: tl.constexpr, IS_VARLEN: tl.constexpr, TASK_LOOP: tl.constexpr,
+    F32_CHAIN: tl.constexpr = False,
 ):
     """``Ai = (I + Akk)^-1`` (stored over ``Akk`` with ``AI_MODE = "store"``, read from there with
     ``"load"``), ``w`` and ``u`` of one chunk and value head (module doc)."""
     if TASK_LOOP:
         for i_task in tl.range(tl.program_id(0), n_tasks, n_programs):
             _kda_wy_fwd_task(i_task, k, v, g_cum, beta_t, Akk, w, u, chunk_indices, cu_seqlens, T, NT, TT,
-                             H, HV, K, V, BT, BK, BV, DOT_PRECISION, AI_MODE, IS_VARLEN)
+                             H, HV, K, V, BT, BK, BV, DOT_PRECISION, AI_MODE, IS_VARLEN, F32_CHAIN)
     else:
         _kda_wy_fwd_task(tl.program_id(0), k, v, g_cum, beta_t, Akk, w, u, chunk_indices, cu_seqlens, T, NT, TT,
-                         H, HV, K, V, BT, BK, BV, DOT_PRECISION, AI_MODE, IS_VARLEN)
+                         H, HV, K, V, BT, BK, BV, DOT_PRECISION, AI_MODE, IS_VARLEN, F32_CHAIN)
 
 
 def kda_wy_fwd(k, v, g_cum, beta_t, Akk, chunk_size, n_chunks, chunk_indices=None, cu_seqlens=None,
@@ -229,7 +236,8 @@ def kda_wy_fwd(k, v, g_cum, beta_t, Akk, chunk_size, n_chunks, chunk_indices=Non
         k=k, v=v, g_cum=g_cum, beta_t=beta_t, Akk=Akk, w=w, u=u, chunk_indices=chunk_indices, cu_seqlens=cu_seqlens,
         T=T, NT=cdiv(T, chunk_size), TT=B * T, n_tasks=n_chunks * HV, n_programs=plan.n_programs,
         H=H, HV=HV, K=K, V=V, BT=chunk_size, BK=_bk(K), BV=_bv(V), DOT_PRECISION=dot_precision("wy_fwd", k.dtype),
-        AI_MODE=ai_mode, IS_VARLEN=cu_seqlens is not None, TASK_LOOP=plan.task_loop, **launch_options(num_warps=4),
+        AI_MODE=ai_mode, IS_VARLEN=cu_seqlens is not None, TASK_LOOP=plan.task_loop,
+        F32_CHAIN=f32_dot_chain(chunk_size, _bv(V)), **launch_options(num_warps=4),
     )
     return w, u
 

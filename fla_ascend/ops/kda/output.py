@@ -16,7 +16,7 @@ import triton
 import triton.language as tl
 
 from fla_ascend.ops.common.chunk_index import chunk_bounds
-from fla_ascend.ops.common.tiles import dot_dim, dot_operand
+from fla_ascend.ops.common.tiles import dot_chained, dot_dim, dot_operand, f32_dot_chain
 from fla_ascend.ops.utils.math import masked_exp
 from fla_ascend.tiling import task_plan
 from fla_ascend.tiling.sizes import cdiv
@@ -31,7 +31,7 @@ OUT_BV = 64
 def _kda_fwd_o_task(
     i_task, q, v_new, g_cum, h, Aqk, o, chunk_indices, cu_seqlens, scale, T, NT,
     H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr,
-    BT: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr, IS_VARLEN: tl.constexpr,
+    BT: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr, IS_VARLEN: tl.constexpr, F32_CHAIN: tl.constexpr,
 ):
     NV = tl.cdiv(V, BV)
     i_c = i_task // (HV * NV)
@@ -60,7 +60,7 @@ def _kda_fwd_o_task(
     m_tv = m_t[:, None] & m_v[None, :]
     p_v = (t0 + o_t)[:, None] * (HV * V) + i_hv * V + o_v[None, :]
     b_vn = tl.load(v_new + p_v, mask=m_tv, other=0.0)
-    b_o = b_o * scale + tl.dot(b_A.to(b_vn.dtype), b_vn)
+    b_o = b_o * scale + dot_chained(b_A, b_vn, F32_CHAIN)  # F32_CHAIN: A5 at chunk 16 / 16-wide V blocks
     tl.store(o + p_v, b_o.to(o.dtype.element_ty), mask=m_tv)
 
 
@@ -69,15 +69,16 @@ def kda_fwd_o_kernel(
     q, v_new, g_cum, h, Aqk, o, chunk_indices, cu_seqlens, scale, T, NT, n_tasks, n_programs,
     H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr,
     BT: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr, IS_VARLEN: tl.constexpr, TASK_LOOP: tl.constexpr,
+    F32_CHAIN: tl.constexpr = False,
 ):
     """Output of one chunk, value head and ``BV`` slice (module doc)."""
     if TASK_LOOP:
         for i_task in tl.range(tl.program_id(0), n_tasks, n_programs):
             _kda_fwd_o_task(i_task, q, v_new, g_cum, h, Aqk, o, chunk_indices, cu_seqlens, scale, T, NT,
-                            H, HV, K, V, BT, BK, BV, IS_VARLEN)
+                            H, HV, K, V, BT, BK, BV, IS_VARLEN, F32_CHAIN)
     else:
         _kda_fwd_o_task(tl.program_id(0), q, v_new, g_cum, h, Aqk, o, chunk_indices, cu_seqlens, scale, T, NT,
-                        H, HV, K, V, BT, BK, BV, IS_VARLEN)
+                        H, HV, K, V, BT, BK, BV, IS_VARLEN, F32_CHAIN)
 
 
 def kda_fwd_o(q, v_new, g_cum, h, Aqk, scale, chunk_size, n_chunks, chunk_indices=None, cu_seqlens=None):
@@ -97,7 +98,8 @@ def kda_fwd_o(q, v_new, g_cum, h, Aqk, scale, chunk_size, n_chunks, chunk_indice
         q=q, v_new=v_new, g_cum=g_cum, h=h, Aqk=Aqk, o=o, chunk_indices=chunk_indices, cu_seqlens=cu_seqlens,
         scale=scale, T=T, NT=cdiv(T, chunk_size), n_tasks=n_tasks, n_programs=plan.n_programs,
         H=H, HV=HV, K=K, V=V, BT=chunk_size, BK=min(OUT_BK, dot_dim(K)), BV=BV,
-        IS_VARLEN=cu_seqlens is not None, TASK_LOOP=plan.task_loop, **launch_options(num_warps=4),
+        IS_VARLEN=cu_seqlens is not None, TASK_LOOP=plan.task_loop, F32_CHAIN=f32_dot_chain(chunk_size, BV),
+        **launch_options(num_warps=4),
     )
     return o
 
@@ -106,6 +108,7 @@ def kda_fwd_o(q, v_new, g_cum, h, Aqk, scale, chunk_size, n_chunks, chunk_indice
 def _kda_bwd_dav_task(
     i_task, v_new, do, Aqk, dAqk, dv_local, chunk_indices, cu_seqlens, T, NT,
     HV: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BV: tl.constexpr, IS_VARLEN: tl.constexpr,
+    F32_CHAIN: tl.constexpr,
 ):
     i_c = i_task // HV
     i_hv = i_task % HV
@@ -123,7 +126,7 @@ def _kda_bwd_dav_task(
         b_do = tl.load(do + p_v, mask=m_tv, other=0.0)
         b_vn = tl.load(v_new + p_v, mask=m_tv, other=0.0)
         b_dA += tl.dot(dot_operand(b_do), tl.trans(b_vn.to(b_do.dtype)))
-        tl.store(dv_local + p_v, tl.dot(tl.trans(b_A).to(b_do.dtype), b_do), mask=m_tv)
+        tl.store(dv_local + p_v, dot_chained(tl.trans(b_A), b_do, F32_CHAIN), mask=m_tv)
     m_causal = (o_t[:, None] >= o_t[None, :]) & m_t[:, None] & m_t[None, :]
     tl.store(dAqk + p_A, tl.where(m_causal, b_dA, 0.0), mask=m_t[:, None])
 
@@ -132,16 +135,16 @@ def _kda_bwd_dav_task(
 def kda_bwd_dav_kernel(
     v_new, do, Aqk, dAqk, dv_local, chunk_indices, cu_seqlens, T, NT, n_tasks, n_programs,
     HV: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BV: tl.constexpr, IS_VARLEN: tl.constexpr,
-    TASK_LOOP: tl.constexpr,
+    TASK_LOOP: tl.constexpr, F32_CHAIN: tl.constexpr = False,
 ):
     """``dAqk`` and the in-chunk ``dv'`` of one chunk and value head (module doc)."""
     if TASK_LOOP:
         for i_task in tl.range(tl.program_id(0), n_tasks, n_programs):
             _kda_bwd_dav_task(i_task, v_new, do, Aqk, dAqk, dv_local, chunk_indices, cu_seqlens, T, NT,
-                              HV, V, BT, BV, IS_VARLEN)
+                              HV, V, BT, BV, IS_VARLEN, F32_CHAIN)
     else:
         _kda_bwd_dav_task(tl.program_id(0), v_new, do, Aqk, dAqk, dv_local, chunk_indices, cu_seqlens, T, NT,
-                          HV, V, BT, BV, IS_VARLEN)
+                          HV, V, BT, BV, IS_VARLEN, F32_CHAIN)
 
 
 def kda_bwd_dav(v_new, do, Aqk, chunk_size, n_chunks, chunk_indices=None, cu_seqlens=None):
@@ -151,10 +154,11 @@ def kda_bwd_dav(v_new, do, Aqk, chunk_size, n_chunks, chunk_indices=None, cu_seq
     dAqk = torch.empty_like(Aqk)
     dv_local = torch.empty(B, T, HV, V, dtype=torch.float32, device=do.device)
     plan = task_plan(n_chunks * HV, "cube")
+    BV = min(OUT_BV, dot_dim(V))
     kda_bwd_dav_kernel[plan.grid](
         v_new=v_new, do=do, Aqk=Aqk, dAqk=dAqk, dv_local=dv_local, chunk_indices=chunk_indices, cu_seqlens=cu_seqlens,
         T=T, NT=cdiv(T, chunk_size), n_tasks=n_chunks * HV, n_programs=plan.n_programs,
-        HV=HV, V=V, BT=chunk_size, BV=min(OUT_BV, dot_dim(V)), IS_VARLEN=cu_seqlens is not None,
-        TASK_LOOP=plan.task_loop, **launch_options(num_warps=4),
+        HV=HV, V=V, BT=chunk_size, BV=BV, IS_VARLEN=cu_seqlens is not None, TASK_LOOP=plan.task_loop,
+        F32_CHAIN=f32_dot_chain(chunk_size, BV), **launch_options(num_warps=4),
     )
     return dAqk, dv_local
