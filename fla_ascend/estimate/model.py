@@ -142,13 +142,23 @@ def estimated_ops() -> list[str]:
 
 
 # ----------------------------------------------------------------------------- fla (optional)
+FLA_REQUIRES = ("einops",)
+"""What flash-linear-attention 0.6.0's op modules import besides torch and Triton (``fla.ops.kda``,
+``fla.ops.gated_delta_rule``, ``fla.modules.causal_conv1d`` import ``einops`` at the top)."""
+
+
 def fla_available() -> str | None:
-    """``None`` when flash-linear-attention (``fla``) can be imported, else the reason."""
+    """``None`` when flash-linear-attention (``fla``) and what its ops import (:data:`FLA_REQUIRES`)
+    can be found, else the reason (looked up, nothing imported: an import decides its backends)."""
     try:
         import importlib.util
 
         if importlib.util.find_spec("fla") is None:
             return "flash-linear-attention (fla-core 0.6.0) is not importable: pip install --no-deps fla-core==0.6.0"
+        missing = [m for m in FLA_REQUIRES if importlib.util.find_spec(m) is None]
+        if missing:
+            return (f"flash-linear-attention's ops import {', '.join(missing)}, which is not importable: "
+                    f"pip install {' '.join(missing)} (or put a folder holding it on PYTHONPATH)")
     except Exception as e:  # noqa: BLE001 - report any import-machinery failure
         return f"{type(e).__name__}: {e}"
     return None
