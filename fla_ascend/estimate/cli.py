@@ -8,20 +8,40 @@ import re
 import sys
 import time
 
+FLA_NPU_STAGES = {
+    "chunk_kda": (
+        (r"local_cumsum|kda_gate", "gate cumsum"),
+        (r"bwd_kernel_intra", "intra bwd"),
+        (r"bwd_kernel_wy_", "WY bwd, dq dk dg"),
+        (r"_h_bwd", "state dh"),
+        (r"intra_token|intra_sub_chunk|diag_solve|inter_solve", "intra (Akk, Aqk)"),
+        (r"_h_fwd", "state h"),
+        (r"gla_fwd_kernel_o", "output o"),
+    ),
+}
+"""Stages of flash-linear-attention 0.6.0's NPU (``triton_ascend``) kernels that the op spec's
+``fla_stages`` do not place, or place wrongly (``op -> ((pattern, stage), ...)``), consulted before
+them: for ``chunk_kda`` its spec's ``gate|cumsum`` also matches ``chunk_gated_delta_rule_h_fwd_*`` /
+``_h_bwd_*``, and the NPU names of its intra, WY backward and output kernels
+(``chunk_kda_fwd_kernel_diag_solve_npu``, ``chunk_kda_bwd_kernel_wy_k_part_npu``,
+``chunk_gla_fwd_kernel_o_npu``...) match none of its patterns. Its intra stage covers the in-chunk
+inverse too (``diag_solve``, ``inter_solve_fused``), which ours does in the WY forward."""
+
 
 def stage_of(kernel: str, op: str | None = None) -> str:
     """The logical stage a kernel belongs to, for side-by-side rows: a kernel of ours by its spec's
-    stage label; flash-linear-attention's by the ``fla_stages`` patterns of ``op``'s spec (then of
-    every spec, in catalogue order); else the kernel name itself."""
+    stage label; flash-linear-attention's by :data:`FLA_NPU_STAGES` of ``op``, then the
+    ``fla_stages`` patterns of ``op``'s spec (then of every spec, in catalogue order); else the
+    kernel name itself."""
     from fla_ascend.ops import catalog
 
     ours = {k.short_name: k.stage for _, k in catalog.kernels().values()}
     if kernel in ours:
         return ours[kernel]
     specs = catalog.specs()
-    order = ([specs[op]] if op in specs else []) + list(specs.values())
-    for spec in order:
-        for pat, name in spec.fla_stages:
+    order = [FLA_NPU_STAGES.get(op, ())] + [s.fla_stages for s in ([specs[op]] if op in specs else [])]
+    for patterns in order + [s.fla_stages for s in specs.values()]:
+        for pat, name in patterns:
             if re.search(pat, kernel):
                 return name
     return kernel
@@ -60,8 +80,8 @@ def side_by_side(ours: dict, theirs: dict | None) -> list:
     n_fail = {s: sum(len(r[f"{s}_failed"]) for r in rows) for s in ("ours", "fla")}
     for d in ("fwd", "bwd", None):
         key = "total" if d is None else f"total {d}"
-        ou = ours["total_us"] if d is None else ours[f"{d}_us"]
-        fu = (theirs["total_us"] if d is None else theirs[f"{d}_us"]) if theirs else None
+        ou = None if ours.get("error") else (ours["total_us"] if d is None else ours[f"{d}_us"])
+        fu = (theirs["total_us"] if d is None else theirs[f"{d}_us"]) if theirs and not theirs.get("error") else None
         if d and not ou and not fu:
             continue
         rows.append({"stage": key, "ours_us": ou, "fla_us": fu,
