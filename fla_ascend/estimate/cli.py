@@ -19,9 +19,9 @@ def stage_of(kernel: str, op: str | None = None) -> str:
     if kernel in ours:
         return ours[kernel]
     specs = catalog.specs()
-    order = ([specs[op]] if op in specs else []) + list(specs.values())
-    for spec in order:
-        for pat, name in spec.fla_stages:
+    order = [s.fla_stages for s in ([specs[op]] if op in specs else [])]
+    for patterns in order + [s.fla_stages for s in specs.values()]:
+        for pat, name in patterns:
             if re.search(pat, kernel):
                 return name
     return kernel
@@ -60,8 +60,8 @@ def side_by_side(ours: dict, theirs: dict | None) -> list:
     n_fail = {s: sum(len(r[f"{s}_failed"]) for r in rows) for s in ("ours", "fla")}
     for d in ("fwd", "bwd", None):
         key = "total" if d is None else f"total {d}"
-        ou = ours["total_us"] if d is None else ours[f"{d}_us"]
-        fu = (theirs["total_us"] if d is None else theirs[f"{d}_us"]) if theirs else None
+        ou = None if ours.get("error") else (ours["total_us"] if d is None else ours[f"{d}_us"])
+        fu = (theirs["total_us"] if d is None else theirs[f"{d}_us"]) if theirs and not theirs.get("error") else None
         if d and not ou and not fu:
             continue
         rows.append({"stage": key, "ours_us": ou, "fla_us": fu,
@@ -70,6 +70,51 @@ def side_by_side(ours: dict, theirs: dict | None) -> list:
     for r in rows:
         r["ratio"] = (r["ours_us"] / r["fla_us"]) if r.get("ours_us") and r.get("fla_us") else None
     return rows
+
+
+def launch_rows(case: dict) -> list:
+    """Every kept launch of both sides of a report case, grouped by stage in the order of its
+    :func:`side_by_side` rows (ours, then flash-linear-attention's, each in launch order): rows
+    ``{stage, side, kernel, launches, core_type, ub_bytes, ub_percent, syncs, time_us, bound, ok,
+    error}``. Consecutive launches of one kernel in one stage (a grid split into several launches)
+    are one row: ``launches`` of them, their time and waits summed, the largest planned UB.
+    ``syncs``: the cross-core waits of the busiest core."""
+    per_stage: dict = {r["stage"]: [] for r in case["rows"] if not r["stage"].startswith("total")}
+    for side in ("ours", "fla"):
+        est = case.get(side) or {}
+        for la in est.get("launches", []):
+            stage = f"{la['direction']}: {stage_of(la['kernel'], case.get('op'))}"
+            rows = per_stage.setdefault(stage, [])
+            row = {"stage": stage, "side": side, "kernel": la["kernel"], "launches": 1,
+                   "core_type": la.get("core_type", "?"), "ub_bytes": la.get("ub_bytes"),
+                   "ub_percent": la.get("ub_percent"),
+                   "syncs": la["per_core_max"].get("syncs", 0.0) if la["ok"] else None,
+                   "time_us": la["time_us"] if la["ok"] else None, "bound": la.get("bound", "") if la["ok"] else "",
+                   "ok": la["ok"], "error": la.get("error", "")}
+            last = rows[-1] if rows else None
+            if last and last["side"] == side and last["kernel"] == row["kernel"] and last["ok"] and row["ok"]:
+                last["launches"] += 1
+                last["time_us"] += row["time_us"]
+                last["syncs"] += row["syncs"]
+                if (row["ub_bytes"] or 0) > (last["ub_bytes"] or 0):
+                    last["ub_bytes"], last["ub_percent"] = row["ub_bytes"], row["ub_percent"]
+                continue
+            rows.append(row)
+    return [r for rows in per_stage.values() for r in rows]
+
+
+def launch_markdown(case: dict) -> list:
+    """:func:`launch_rows` as Markdown lines, one row per kernel launch (``x N``: N launches of it, a
+    split grid); the stage sums and totals are :func:`side_by_side`'s rows."""
+    lines = ["| stage | side | kernel | core | UB bytes | UB % | syncs/core | us | bound |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for r in launch_rows(case):
+        ub = "-" if r["ub_bytes"] is None else str(r["ub_bytes"])
+        us = _fmt(r["time_us"]) if r["ok"] else f"not compiled: {r['error'][:120]}"
+        name = r["kernel"] + (f" x {r['launches']}" if r["launches"] > 1 else "")
+        lines.append(f"| {r['stage']} | {r['side']} | {name} | {r['core_type']} | {ub} | "
+                     f"{_fmt(r['ub_percent'], 0)} | {_fmt(r['syncs'], 0)} | {us} | {r['bound']} |")
+    return lines + [""]
 
 
 def published_rows(op: str, sizes: dict, rows: list) -> list:
@@ -151,25 +196,32 @@ def markdown(report: dict) -> str:
                          f"| {_fmt(r['fla_us'])} | {r['fla_bound']} | {_fmt(r.get('fla_syncs'), 0)} "
                          f"| {_fmt(r['ratio'], 2)} |" + (f" not compiled: {fails}" if fails else ""))
         lines.append("")
+        lines += ["Every launch (UB: planned by the compiler for one core, % of the chip's UB; syncs/core: "
+                  "cross-core waits of the busiest core):", ""] + launch_markdown(case)
         lines += _published_lines(case)
         for side in ("ours", "fla"):
             est = case.get(side)
             if not est:
                 continue
             lines += [f"<details><summary>{side}: launches</summary>", "",
-                      "| dir | kernel | grid | core | us | bound | hbm | cube | vector | scalar | sync | GM MB | "
-                      "MACs (M) | unresolved |", "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+                      "| dir | kernel | grid | core | UB bytes | UB % | us | bound | hbm | cube | vector | scalar | "
+                      "syncs | sync us | GM MB | MACs (M) | unresolved |",
+                      "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
             for la in est["launches"]:
+                ub = "-" if la.get("ub_bytes") is None else str(la["ub_bytes"])
                 if not la["ok"]:
-                    lines.append(f"| {la['direction']} | {la['kernel']} | {la['grid']} | | | not compiled: "
-                                 f"{la['error'][:160]} | | | | | | | | |")
+                    lines.append(f"| {la['direction']} | {la['kernel']} | {la['grid']} | | {ub} | "
+                                 f"{_fmt(la.get('ub_percent'), 0)} | | not compiled: {la['error'][:160]} "
+                                 f"| | | | | | | | | |")
                     continue
                 t = la["terms_us"]
                 gm = (la["total"]["mte2_bytes"] + la["total"]["mte3_bytes"]) / 1e6
                 macs = sum(la["total"]["macs"].values()) / 1e6
-                lines.append(f"| {la['direction']} | {la['kernel']} | {la['grid']} | {la['core_type']} | "
-                             f"{la['time_us']:.1f} | {la['bound']} | {t['hbm']:.1f} | {t['cube']:.1f} | "
-                             f"{t['vector']:.1f} | {t['scalar']:.1f} | {la['sync_us']:.1f} | {gm:.1f} | {macs:.0f} | "
+                lines.append(f"| {la['direction']} | {la['kernel']} | {la['grid']} | {la['core_type']} | {ub} | "
+                             f"{_fmt(la.get('ub_percent'), 0)} | {la['time_us']:.1f} | {la['bound']} | "
+                             f"{t['hbm']:.1f} | {t['cube']:.1f} | {t['vector']:.1f} | {t['scalar']:.1f} | "
+                             f"{la['per_core_max'].get('syncs', 0.0):.0f} | {la['sync_us']:.1f} | {gm:.1f} | "
+                             f"{macs:.0f} | "
                              f"{'; '.join(la['unresolved'])[:120]} |")
             lines += ["", "</details>", ""]
     return "\n".join(lines) + "\n"

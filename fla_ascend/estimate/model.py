@@ -142,13 +142,23 @@ def estimated_ops() -> list[str]:
 
 
 # ----------------------------------------------------------------------------- fla (optional)
+FLA_REQUIRES = ("einops",)
+"""What flash-linear-attention 0.6.0's op modules import besides torch and Triton (``fla.ops.kda``,
+``fla.ops.gated_delta_rule``, ``fla.modules.causal_conv1d`` import ``einops`` at the top)."""
+
+
 def fla_available() -> str | None:
-    """``None`` when flash-linear-attention (``fla``) can be imported, else the reason."""
+    """``None`` when flash-linear-attention (``fla``) and what its ops import (:data:`FLA_REQUIRES`)
+    can be found, else the reason (looked up, nothing imported: an import decides its backends)."""
     try:
         import importlib.util
 
         if importlib.util.find_spec("fla") is None:
             return "flash-linear-attention (fla-core 0.6.0) is not importable: pip install --no-deps fla-core==0.6.0"
+        missing = [m for m in FLA_REQUIRES if importlib.util.find_spec(m) is None]
+        if missing:
+            return (f"flash-linear-attention's ops import {', '.join(missing)}, which is not importable: "
+                    f"pip install {' '.join(missing)} (or put a folder holding it on PYTHONPATH)")
     except Exception as e:  # noqa: BLE001 - report any import-machinery failure
         return f"{type(e).__name__}: {e}"
     return None
@@ -364,7 +374,9 @@ _GROUPS: list = []       # (first, end, group id) of the launches of one autotun
 # ----------------------------------------------------------------------------- estimate
 @dataclass
 class LaunchEstimate:
-    """One kernel launch: identity, counts per core and in total, the time bound and its terms."""
+    """One kernel launch: identity, counts per core and in total, the time bound and its terms;
+    ``ub_bytes`` the UB the compiler planned for one core (a MIX kernel's: its vector side's; for a
+    UB overflow, what the compiler asked for), ``ub_capacity`` the chip's UB."""
 
     kernel: str
     module: str
@@ -386,10 +398,18 @@ class LaunchEstimate:
     group: int | None = None
     config: dict = field(default_factory=dict)
     compile_seconds: float = 0.0
+    ub_bytes: int | None = None
+    ub_capacity: int = 0
+
+    @property
+    def ub_percent(self) -> float | None:
+        """The planned UB as a percentage of the chip's (None when the plan gave none)."""
+        return 100.0 * self.ub_bytes / self.ub_capacity if self.ub_bytes is not None and self.ub_capacity else None
 
     def to_dict(self):
         d = asdict(self)
         d["grid"] = list(self.grid)
+        d["ub_percent"] = self.ub_percent
         return d
 
 
@@ -493,7 +513,8 @@ def estimate_launch(la, chip: ChipSpec, direction: str = "fwd", timeout_s: float
     fn = la.fn
     params = {p.name for p in fn.params}
     est = LaunchEstimate(kernel=fn.fn.__name__, module=fn.fn.__module__, direction=direction,
-                         grid=tuple(int(g) for g in la.grid), group=getattr(la, "group", None))
+                         grid=tuple(int(g) for g in la.grid), group=getattr(la, "group", None),
+                         ub_capacity=chip.ub_bytes)
     est.config = {k: v for k, v in la.kwargs.items() if k in params and isinstance(v, (int, bool))
                   and k.isupper()}
     # options triton-ascend 3.2.0 passes to bishengir-compile; others (Config fields of later
@@ -511,6 +532,10 @@ def estimate_launch(la, chip: ChipSpec, direction: str = "fwd", timeout_s: float
         est.error = f"compile: {type(e).__name__}: {e}"
         return est
     est.compile_seconds = time.perf_counter() - t0
+    if res.facts is not None:  # the plan's UB (a Cube-only kernel plans none); a UB overflow: what it asked for
+        est.ub_bytes = int(res.facts.planned_bytes.get("ub", 0))
+    elif res.space == "ub" and res.needed_bytes:
+        est.ub_bytes = int(res.needed_bytes)
     if not res.ok:
         est.error = f"bishengir-compile {res.error_class}: {res.message[:300]}"
         return est
