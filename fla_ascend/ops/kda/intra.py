@@ -40,17 +40,25 @@ INTRA_BK = 64
 WY_BV = 64
 """Widest V block of the stage's ``[BT, BV]`` tiles."""
 NPU_BK = 32
-"""The K block (and the WY backward's V block) on an NPU. bishengir-compile's plans at ``BK = 64``
-(Ascend910B2, 2026-12-03): the intra stage 182784 B of the 196608 B UB at chunk 64 (93%), its
-backward 191 KB (100%), the WY backward 184832 B (94%)."""
+"""The K block of the intra stages on an NPU, and of the WY forward when it inverts. bishengir-compile's
+plans at ``BK = 64`` (Ascend910B2, 2026-12-03): the intra stage 182784 B of the 196608 B UB at chunk 64
+(93%), its backward 191 KB (100%)."""
+NPU_WY_BWD_BLOCK = 64
+"""The K and V blocks of the WY backward on an NPU at chunk 64 (:data:`NPU_BK` at 16 and 32, where 64
+plans up to 100%): at chunk 64 it plans 99-100% of A2's UB with blocks of 32 and 94-97% with 64, and
+the estimate halves (Kimi Linear's layer, B1 T4096 H32: 6377 -> 3226 us); the ``[BT, BT]`` gradients,
+not the blocks, fill the UB (docs/check.md, "KDA")."""
+NPU_WY_LOAD_BLOCK = 128
+"""The K and V blocks of the WY forward on an NPU when it loads the inverse (the backward's
+recompute): 65% of A2's UB at chunk 64, estimated 952 -> 524 us at Kimi Linear's layer (32: 21%)."""
 
 
-def _bk(K: int) -> int:
-    return min(NPU_BK if backend.device_type() == "npu" else INTRA_BK, dot_dim(K))
+def _bk(K: int, npu: int = NPU_BK) -> int:
+    return min(npu if backend.device_type() == "npu" else INTRA_BK, dot_dim(K))
 
 
-def _bv(V: int) -> int:
-    return min(NPU_BK if backend.device_type() == "npu" else WY_BV, dot_dim(V))
+def _bv(V: int, npu: int = NPU_BK) -> int:
+    return min(npu if backend.device_type() == "npu" else WY_BV, dot_dim(V))
 
 
 @triton.jit
@@ -231,13 +239,15 @@ def kda_wy_fwd(k, v, g_cum, beta_t, Akk, chunk_size, n_chunks, chunk_indices=Non
     HV, V = v.shape[2], v.shape[3]
     w = torch.empty(B, T, HV, K, dtype=k.dtype, device=k.device)
     u = torch.empty(B, T, HV, V, dtype=v.dtype, device=v.device)
+    npu_block = NPU_WY_LOAD_BLOCK if ai_mode == "load" else NPU_BK
+    BV = _bv(V, npu_block)
     plan = task_plan(n_chunks * HV, "cube")
     kda_wy_fwd_kernel[plan.grid](
         k=k, v=v, g_cum=g_cum, beta_t=beta_t, Akk=Akk, w=w, u=u, chunk_indices=chunk_indices, cu_seqlens=cu_seqlens,
         T=T, NT=cdiv(T, chunk_size), TT=B * T, n_tasks=n_chunks * HV, n_programs=plan.n_programs,
-        H=H, HV=HV, K=K, V=V, BT=chunk_size, BK=_bk(K), BV=_bv(V), DOT_PRECISION=dot_precision("wy_fwd", k.dtype),
-        AI_MODE=ai_mode, IS_VARLEN=cu_seqlens is not None, TASK_LOOP=plan.task_loop,
-        F32_CHAIN=f32_dot_chain(chunk_size, _bv(V)), **launch_options(num_warps=4),
+        H=H, HV=HV, K=K, V=V, BT=chunk_size, BK=_bk(K, npu_block), BV=BV,
+        DOT_PRECISION=dot_precision("wy_fwd", k.dtype), AI_MODE=ai_mode, IS_VARLEN=cu_seqlens is not None,
+        TASK_LOOP=plan.task_loop, F32_CHAIN=f32_dot_chain(chunk_size, BV), **launch_options(num_warps=4),
     )
     return w, u
 
@@ -373,12 +383,14 @@ def kda_wy_bwd(q, k, v, v_new, g_cum, beta_t, Ai, h, dh, do, dv_new, scale, chun
     dv = torch.empty_like(v)
     dbeta_t = torch.empty(HV, B * T, dtype=torch.float32, device=k.device)
     dAkk = torch.empty(B, T, HV, chunk_size, dtype=torch.float32, device=k.device)
+    npu_block = NPU_WY_BWD_BLOCK if chunk_size == 64 else NPU_BK
     plan = task_plan(n_chunks * HV, "cube")
     kda_wy_bwd_kernel[plan.grid](
         q=q, k=k, v=v, v_new=v_new, g_cum=g_cum, beta_t=beta_t, Ai=Ai, h=h, dh=dh, do=do, dv_new=dv_new,
         dq=dq, dk=dk, dv=dv, dG=dG, dbeta_t=dbeta_t, dAkk=dAkk, chunk_indices=chunk_indices, cu_seqlens=cu_seqlens,
         scale=scale, T=T, NT=cdiv(T, chunk_size), TT=B * T, n_tasks=n_chunks * HV, n_programs=plan.n_programs,
-        H=H, HV=HV, K=K, V=V, BT=chunk_size, BK=_bk(K), BV=_bv(V), DOT_PRECISION=dot_precision("wy_bwd", k.dtype),
+        H=H, HV=HV, K=K, V=V, BT=chunk_size, BK=_bk(K, npu_block), BV=_bv(V, npu_block),
+        DOT_PRECISION=dot_precision("wy_bwd", k.dtype),
         IS_VARLEN=cu_seqlens is not None, TASK_LOOP=plan.task_loop, **launch_options(num_warps=4),
     )
     return dq, dk, dv, dG, dbeta_t, dAkk
