@@ -27,6 +27,7 @@ from fla_ascend.ops.causal_conv1d.conv import MAX_W
 from fla_ascend.ops.causal_conv1d.reference import causal_conv1d_ref
 from fla_ascend.ops.gated_delta_rule.inputs import MAX_HEAD_DIM
 from fla_ascend.ops.kda import fused_recurrent_kda
+from fla_ascend.ops.kda.chunk import SAFE_LOWER_BOUND
 from fla_ascend.ops.kda.reference import naive_recurrent_kda
 from fla_ascend.ops.norm import FusedRMSNormGated
 from fla_ascend.ops.norm.reference import rms_norm_gated_ref
@@ -62,7 +63,8 @@ class KimiDeltaAttention(nn.Module):
         use_short_conv: the q/k/v short convolutions (else SiLU of the projections).
         allow_neg_eigval: ``beta = 2 sigmoid(b)`` instead of ``sigmoid(b)``.
         safe_gate: passed to ``chunk_kda`` (needs ``lower_bound``).
-        lower_bound: the lower-bound gate's bound (a float <= 0, e.g. -5.0), or ``None``.
+        lower_bound: the lower-bound gate's bound (a float < 0, in ``[-5, 0)`` with ``safe_gate``; e.g.
+            -5.0), or ``None``.
         conv_size: ``W`` of the short convolutions (4); conv_bias: their bias (False).
         layer_idx: index in the model (kept, not used).
         norm_eps: epsilon of the gated RMSNorm (1e-5).
@@ -72,7 +74,8 @@ class KimiDeltaAttention(nn.Module):
     Raises:
         ValueError: non-positive sizes, head dims above 256 or ``conv_size`` above 16 (the ops'
             limits), ``num_v_heads`` not a multiple of ``num_heads``, an ``expand_v`` that does not
-            give integer sizes, an unknown ``mode``, ``safe_gate`` without ``lower_bound``.
+            give integer sizes, an unknown ``mode``, ``safe_gate`` without ``lower_bound``, a
+            ``lower_bound`` that is not negative (or, with ``safe_gate``, not in ``[-5, 0)``).
         TypeError: an unknown keyword argument, a flag that is not a bool.
     """
 
@@ -126,8 +129,13 @@ class KimiDeltaAttention(nn.Module):
             raise ValueError(f"{op}: mode must be one of {MODES}, got {mode!r}")
         if safe_gate and lower_bound is None:
             raise ValueError(f"{op}: safe_gate=True requires lower_bound (the gate's range [lower_bound, 0))")
-        if lower_bound is not None and not (math.isfinite(lower_bound) and lower_bound <= 0):
-            raise ValueError(f"{op}: lower_bound must be a finite log decay <= 0, got {lower_bound}")
+        if lower_bound is not None and not (math.isfinite(lower_bound) and lower_bound < 0):
+            raise ValueError(f"{op}: lower_bound must be a finite negative log decay (chunk_kda's rule), got "
+                             f"{lower_bound}")
+        lo, hi = SAFE_LOWER_BOUND
+        if safe_gate and not lo <= lower_bound < hi:
+            raise ValueError(f"{op}: safe_gate=True requires lower_bound in [{lo:g}, {hi:g}) (chunk_kda's rule), "
+                             f"got {lower_bound}")
         fk = dict(device=device, dtype=dtype)
         self.mode, self.allow_neg_eigval, self.safe_gate, self.lower_bound = mode, allow_neg_eigval, safe_gate, \
             lower_bound

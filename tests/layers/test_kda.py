@@ -52,7 +52,9 @@ def test_construction_and_names():
 @pytest.mark.parametrize("kw, match", [
     (dict(num_v_heads=3), "multiple of num_heads"), (dict(mode="parallel"), "mode must be one of"),
     (dict(safe_gate=True), "safe_gate=True requires lower_bound"), (dict(head_dim=512), "head_dim must be <= 256"),
-    (dict(expand_v=0.3), "integer"), (dict(lower_bound=1.0), "lower_bound must be a finite log decay"),
+    (dict(expand_v=0.3), "integer"), (dict(lower_bound=1.0), "lower_bound must be a finite negative log decay"),
+    (dict(lower_bound=0.0), "lower_bound must be a finite negative"),
+    (dict(safe_gate=True, lower_bound=-6.0), r"safe_gate=True requires lower_bound in \[-5, 0\)"),
 ])
 def test_bad_construction(kw, match):
     with pytest.raises(ValueError, match=match):

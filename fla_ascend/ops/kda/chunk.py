@@ -186,7 +186,7 @@ def chunk_kda(
             ``i // (HV // H)``), ``V <= 256``; q, k, v are computed in the widest of their dtypes.
         g: ``[B, T, HV, K]`` log-space decay per key channel in ``[-inf, 0]`` (``-inf`` resets that
             channel's state row; see ``fla_ascend.ops.common.cumsum.GATE_FLOOR``), or the raw gate
-            input with ``use_gate_in_kernel``; any float dtype (computed in float32).
+            input with ``use_gate_in_kernel``; float32 / float16 / bfloat16 (computed in float32).
         beta: ``[B, T, HV]``; the logits with ``use_beta_sigmoid_in_kernel``.
         scale: multiplies ``q``; default ``K ** -0.5``.
         initial_state: ``[N, HV, K, V]`` (``[N, HV, V, K]`` with ``state_v_first``), read as float32.
@@ -203,7 +203,8 @@ def chunk_kda(
         disable_recompute: keep ``w``, ``u``, the chunk states and ``v'`` from the forward for the
             backward instead of recomputing them (more memory, less time).
         return_intermediate_states: also return the chunk states ``h`` ``[B, NT, HV, K, V]`` (``B = 1``
-            with ``cu_seqlens``, ``NT`` the chunks over all sequences) in k's dtype; only under
+            with ``cu_seqlens``, ``NT`` the chunks over all sequences) in the dtype q, k, v are computed
+            in (the widest of theirs); only under
             ``torch.inference_mode()``.
         state_v_first: states laid out ``[N, HV, V, K]``.
         cu_seqlens, cu_seqlens_cpu: ``[N + 1]`` boundaries of sequences packed along T (``B == 1``);
@@ -263,7 +264,7 @@ def chunk_kda(
     if return_intermediate_states:
         if not torch.is_inference_mode_enabled():
             raise ValueError("chunk_kda: return_intermediate_states=True is for inference: call it under "
-                             "torch.inference_mode(); got grad-capable mode")
+                             "torch.inference_mode(); got a call outside inference mode")
         if disable_recompute:
             raise ValueError("chunk_kda: return_intermediate_states=True cannot be combined with "
                              "disable_recompute=True")
