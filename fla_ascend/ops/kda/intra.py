@@ -130,19 +130,20 @@ def _kda_intra_fwd_task(
         b_kj = (b_kj.to(tl.float32) * masked_exp(b_gn[None, :] - b_Gj, m_jk)).to(k.dtype.element_ty)
         b_Akk += tl.dot((b_ki * b_fi).to(k.dtype.element_ty), tl.trans(b_kj))
         b_Aqk += tl.dot((b_qi * b_fi).to(k.dtype.element_ty), tl.trans(b_kj))
-        for jj in range(0 if DIAG_BLOCK else 16):  # the diagonal block, column by column, exact decay
-            j = r0 + jj
-            t_j = t0 + tl.minimum(j, n_t - 1)  # a token past the end only meets masked rows
-            b_kr = tl.load(k + t_j * (H * K) + i_h * K + o_k, mask=m_k, other=0.0).to(tl.float32)  # [BK]
-            b_gr = tl.load(g_cum + t_j * (HV * K) + i_hv * K + o_k, mask=m_k, other=0.0)
-            m_ge = m_i & (o_i >= j)
-            b_e = masked_exp(b_Gi - b_gr[None, :], m_ge[:, None])
-            b_ke = b_kr[None, :] * b_e  # [16, BK]
-            c_qk = tl.sum(b_qi * b_ke, 1)  # [16]
-            c_kk = tl.sum(tl.where((o_i > j)[:, None], b_ki * b_ke, 0.0), 1)
-            m_col = (o_j == j)[None, :]
-            b_Aqk += tl.where(m_col, c_qk[:, None], 0.0)
-            b_Akk += tl.where(m_col, c_kk[:, None], 0.0)
+        if not DIAG_BLOCK:  # the diagonal block, column by column, exact decay (else after the loop)
+            for jj in range(16):
+                j = r0 + jj
+                t_j = t0 + tl.minimum(j, n_t - 1)  # a token past the end only meets masked rows
+                b_kr = tl.load(k + t_j * (H * K) + i_h * K + o_k, mask=m_k, other=0.0).to(tl.float32)  # [BK]
+                b_gr = tl.load(g_cum + t_j * (HV * K) + i_hv * K + o_k, mask=m_k, other=0.0)
+                m_ge = m_i & (o_i >= j)
+                b_e = masked_exp(b_Gi - b_gr[None, :], m_ge[:, None])
+                b_ke = b_kr[None, :] * b_e  # [16, BK]
+                c_qk = tl.sum(b_qi * b_ke, 1)  # [16]
+                c_kk = tl.sum(tl.where((o_i > j)[:, None], b_ki * b_ke, 0.0), 1)
+                m_col = (o_j == j)[None, :]
+                b_Aqk += tl.where(m_col, c_qk[:, None], 0.0)
+                b_Akk += tl.where(m_col, c_kk[:, None], 0.0)
     b_beta = tl.load(beta_t + tl.cast(i_hv, tl.int64) * TT + t0 + o_i, mask=m_i, other=0.0)
     p_A = (t0 + o_i)[:, None] * (HV * BT) + i_hv * BT + o_j[None, :]
     if DIAG_BLOCK:  # the diagonal block's columns from their own [16, 16] tiles, stored beside the rest
