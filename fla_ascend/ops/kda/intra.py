@@ -296,10 +296,14 @@ def kda_wy_fwd(k, v, g_cum, beta_t, Akk, chunk_size, n_chunks, chunk_indices=Non
 @triton.jit
 def _kda_wy_bwd_task(
     i_task, q, k, v, v_new, g_cum, beta_t, Ai, h, dh, do, dv_new, dq, dk, dv, dG, dbeta_t, dAkk,
-    chunk_indices, cu_seqlens, scale, T, NT, TT,
+    chunk_indices, cu_seqlens, scale, T, NT, TT, NV,
     H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr,
     BT: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr, DOT_PRECISION: tl.constexpr, IS_VARLEN: tl.constexpr,
+    RUNTIME_NV: tl.constexpr,
 ):
+    # a V loop of one trip is a runtime count on an NPU: with the constant one bishengir-compile (A2)
+    # refuses the stores it makes ('hivm.hir.store' op only support store ub to gm)
+    n_v = NV if RUNTIME_NV else tl.cdiv(V, BV)
     i_c = i_task // HV
     i_hv = i_task % HV
     i_h = i_hv // (HV // H)
@@ -324,7 +328,7 @@ def _kda_wy_bwd_task(
         b_dks = tl.zeros([BT, BK], dtype=tl.float32)
         b_dw = tl.zeros([BT, BK], dtype=tl.float32)
         b_dgl = tl.zeros([BK], dtype=tl.float32)
-        for i_v in range(tl.cdiv(V, BV)):
+        for i_v in range(n_v):
             o_v = i_v * BV + tl.arange(0, BV)
             m_v = o_v < V
             m_kv = m_k[:, None] & m_v[None, :]
@@ -362,7 +366,7 @@ def _kda_wy_bwd_task(
         tl.store(dq + p_g, b_dqs, mask=m_tk)
         tl.store(dk + p_g, b_dks + b_dkx, mask=m_tk)
         tl.store(dG + p_g, b_dG, mask=m_tk)
-    for i_v in range(tl.cdiv(V, BV)):  # u = Ai (beta v), du = dv'
+    for i_v in range(n_v):  # u = Ai (beta v), du = dv'
         o_v = i_v * BV + tl.arange(0, BV)
         m_tv = m_t[:, None] & (o_v < V)[None, :]
         p_v = (t0 + o_t)[:, None] * (HV * V) + i_hv * V + o_v[None, :]
@@ -380,25 +384,25 @@ def _kda_wy_bwd_task(
     tl.store(dbeta_t + tl.cast(i_hv, tl.int64) * TT + t0 + o_t, b_dbeta, mask=m_t)
 
 
-@triton.jit(do_not_specialize=["scale", "T", "NT", "TT", "n_tasks", "n_programs"])
+@triton.jit(do_not_specialize=["scale", "T", "NT", "TT", "NV", "n_tasks", "n_programs"])
 def kda_wy_bwd_kernel(
     q, k, v, v_new, g_cum, beta_t, Ai, h, dh, do, dv_new, dq, dk, dv, dG, dbeta_t, dAkk,
-    chunk_indices, cu_seqlens, scale, T, NT, TT, n_tasks, n_programs,
+    chunk_indices, cu_seqlens, scale, T, NT, TT, NV, n_tasks, n_programs,
     H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr,
     BT: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr, DOT_PRECISION: tl.constexpr, IS_VARLEN: tl.constexpr,
-    TASK_LOOP: tl.constexpr,
+    TASK_LOOP: tl.constexpr, RUNTIME_NV: tl.constexpr = False,
 ):
     """Gradients from the chunk state (``q h``, ``k^T v'``, ``w h``, the state decay) and from the WY
     representation (``w``, ``u``) of one chunk and value head; ``dAkk`` for :func:`kda_intra_bwd`."""
     if TASK_LOOP:
         for i_task in tl.range(tl.program_id(0), n_tasks, n_programs):
             _kda_wy_bwd_task(i_task, q, k, v, v_new, g_cum, beta_t, Ai, h, dh, do, dv_new, dq, dk, dv, dG, dbeta_t,
-                             dAkk, chunk_indices, cu_seqlens, scale, T, NT, TT, H, HV, K, V, BT, BK, BV,
-                             DOT_PRECISION, IS_VARLEN)
+                             dAkk, chunk_indices, cu_seqlens, scale, T, NT, TT, NV, H, HV, K, V, BT, BK, BV,
+                             DOT_PRECISION, IS_VARLEN, RUNTIME_NV)
     else:
         _kda_wy_bwd_task(tl.program_id(0), q, k, v, v_new, g_cum, beta_t, Ai, h, dh, do, dv_new, dq, dk, dv, dG,
-                         dbeta_t, dAkk, chunk_indices, cu_seqlens, scale, T, NT, TT, H, HV, K, V, BT, BK, BV,
-                         DOT_PRECISION, IS_VARLEN)
+                         dbeta_t, dAkk, chunk_indices, cu_seqlens, scale, T, NT, TT, NV, H, HV, K, V, BT, BK, BV,
+                         DOT_PRECISION, IS_VARLEN, RUNTIME_NV)
 
 
 def kda_wy_bwd(q, k, v, v_new, g_cum, beta_t, Ai, h, dh, do, dv_new, scale, chunk_size, n_chunks,
@@ -425,14 +429,18 @@ def kda_wy_bwd(q, k, v, v_new, g_cum, beta_t, Ai, h, dh, do, dv_new, scale, chun
     dbeta_t = torch.empty(HV, B * T, dtype=torch.float32, device=k.device)
     dAkk = torch.empty(B, T, HV, chunk_size, dtype=torch.float32, device=k.device)
     npu_block = NPU_WY_BWD_BLOCK if chunk_size == 64 else NPU_BK
+    npu = backend.device_type() == "npu"
+    # V blocks of at least 32 on an NPU: at V = 16 bishengir-compile-a5 crashes on the 16-wide blocks
+    BV = max(_bv(V, npu_block), 32) if npu else _bv(V, npu_block)
     plan = task_plan(n_chunks * HV, "cube")
     kda_wy_bwd_kernel[plan.grid](
         q=q, k=k, v=v, v_new=v_new, g_cum=g_cum, beta_t=beta_t, Ai=Ai, h=h, dh=dh, do=do, dv_new=dv_new,
         dq=dq, dk=dk, dv=dv, dG=dG, dbeta_t=dbeta_t, dAkk=dAkk, chunk_indices=chunk_indices, cu_seqlens=cu_seqlens,
-        scale=scale, T=T, NT=cdiv(T, chunk_size), TT=B * T, n_tasks=n_chunks * HV, n_programs=plan.n_programs,
-        H=H, HV=HV, K=K, V=V, BT=chunk_size, BK=_bk(K, npu_block), BV=_bv(V, npu_block),
+        scale=scale, T=T, NT=cdiv(T, chunk_size), TT=B * T, NV=cdiv(V, BV), n_tasks=n_chunks * HV,
+        n_programs=plan.n_programs, H=H, HV=HV, K=K, V=V, BT=chunk_size, BK=_bk(K, npu_block), BV=BV,
         DOT_PRECISION=dot_precision("wy_bwd", k.dtype),
-        IS_VARLEN=cu_seqlens is not None, TASK_LOOP=plan.task_loop, **launch_options(num_warps=4),
+        IS_VARLEN=cu_seqlens is not None, TASK_LOOP=plan.task_loop, RUNTIME_NV=npu and cdiv(V, BV) == 1,
+        **launch_options(num_warps=4),
     )
     return dq, dk, dv, dG, dbeta_t, dAkk
 

@@ -144,8 +144,6 @@ _WY_BWD_HEADROOM = ("ub_headroom", "*", "the [BT, BT] gradients of Ai and Akk: 9
 _NO_NPU_BWD = ("not_launched", "kda-*K256-*", "chunk_kda's backward refuses K > 128 on an NPU "
                "(chunk.NPU_MAX_BWD_K: the reverse state recurrence's decay tiles overflow the UB at K = 256), so "
                "its K = 256 scenarios run the forward only")
-_V16_BWD = ("compile_other", "kda-K100-V16-BT64", "bishengir-compile refuses a store of the V = 16 WY backward "
-            "('hivm.hir.store' op only support store ub to gm); open, not yet reduced to a reproducer")
 
 _K = "fla_ascend.ops.kda."
 _F32 = "fp32"
@@ -185,7 +183,6 @@ CHUNK_KERNELS = (
            "WY bwd, dq dk dg", "chunk",
            allow=(_UNFITTED,
                   _WY_BWD_HEADROOM,
-                  _V16_BWD,
                   _NO_NPU_BWD)),
     Kernel(_K + "intra.kda_intra_bwd_kernel", "cube",
            [Tile((4, 16, "BT"), _F32, "dAkk, dAqk rows and columns", buffered=False),
