@@ -103,6 +103,23 @@ def test_chunk_kda_npu_backward_refuses_k256(npu_target):
             o.sum().backward()
 
 
+@pytest.mark.parametrize("chip", ["Ascend910B2", "Ascend910_9599"])
+def test_chunk_kda_npu_forward_k256(chip):
+    """The forward at K = 256 with an NPU target's plans (the state recurrence's decay variant in
+    V blocks of ``chunk_h.NPU_GK_WIDE_K_BV``: 32 on A2, 16 on A5), against the float64 recurrence."""
+    gen = torch.Generator().manual_seed(0)
+    T, K, V = 80, 256, 48
+    x = dict(q=torch.randn(1, T, 1, K, generator=gen),
+             k=torch.nn.functional.normalize(torch.randn(1, T, 1, K, generator=gen), dim=-1),
+             v=torch.randn(1, T, 1, V, generator=gen), g=-torch.rand(1, T, 1, K, generator=gen) / 4,
+             beta=torch.rand(1, T, 1, generator=gen), initial_state=torch.randn(1, 1, K, V, generator=gen))
+    with backend.use(_target(chip)):
+        o, ht = chunk_kda(**x, output_final_state=True, chunk_size=64)
+    ro, rht = naive_recurrent_kda(**{n: t.double() for n, t in x.items()}, output_final_state=True)
+    assert_close("o", ro, o.double(), 1e-4)
+    assert_close("final_state", rht, ht.double(), 1e-4)
+
+
 @pytest.mark.parametrize("states", [False, True])
 @pytest.mark.parametrize("W", [1, 4])
 def test_causal_conv1d_npu_plan(W, states, npu_target):

@@ -11,6 +11,7 @@ This is the sequential part of the chunked algorithm; its parallelism is ``N * H
 from __future__ import annotations
 
 from collections.abc import Mapping
+from types import MappingProxyType
 
 import torch
 import triton
@@ -28,6 +29,7 @@ from fla_ascend.ops.common.tiles import (
 )
 from fla_ascend.ops.utils.math import masked_exp
 from fla_ascend.tiling import task_plan
+from fla_ascend.tiling.chips import get_chip
 from fla_ascend.tiling.sizes import cdiv
 from fla_ascend.tiling.ub import Tile
 
@@ -122,13 +124,22 @@ def chunk_fwd_h_kernel(
                           F32_CHAIN, GK)
 
 
+NPU_GK_WIDE_K_BV = MappingProxyType({"A2": 32, "A5": 16})
+"""``BV`` of the forward state recurrence's per-channel-decay variant (``gk``, chunk_kda) at
+``K > 128`` on an NPU, by chip generation, from bishengir-compile's plans (``kda-K256-BT64``,
+2026-12-04): Ascend910B2 plans 189952 B (97% of UB) at the UB model's pick (``BV = 64``; the model
+has no decay tiles), 184064 B (94%) at 32; Ascend910_9599 overflows its 253952 B at 64 and 32
+(312320 and 282624 B needed) and plans 250880 B at 16."""
+
+
 def _state_launches(stage: str, N: int, HV: int, K: int, V: int, tiles, chunk_size: int,
-                    x: torch.Tensor) -> list[tuple[int, dict]]:
+                    x: torch.Tensor, gk: bool = False) -> list[tuple[int, dict]]:
     """Candidate ``(BV, launch options)`` of a state recurrence (``stage`` "fwd_h" or "bwd_dh"),
     most preferred first.
 
     On an NPU one candidate: the largest ``BV`` that fits the UB with the whole ``K`` on chip
-    (``multibuffer`` off when only unbuffered fits). On CUDA the largest of the stage's table
+    (``multibuffer`` off when only unbuffered fits), at most :data:`NPU_GK_WIDE_K_BV` for the
+    forward's ``gk`` variant at ``K > 128``. On CUDA the largest of the stage's table
     ``BV`` values that still gives one program per SM (the recurrence is latency-bound, so
     parallelism beats tile size) at the table's ``num_stages`` for this ``K``, then the same ``BV``
     with fewer stages, then each narrower ``BV`` down to 16, again from that ``num_stages`` down to 1:
@@ -140,6 +151,8 @@ def _state_launches(stage: str, N: int, HV: int, K: int, V: int, tiles, chunk_si
         ValueError: the CUDA table entry's ``num_stages`` is below 1.
     """
     fit = npu_tiles(tiles, chunk_size, x, {"BV": [64, 32, 16]}, BK=dot_dim(K))
+    if fit is not None and gk and stage == "fwd_h" and K > 128:
+        fit["BV"] = min(fit["BV"], NPU_GK_WIDE_K_BV["A5" if get_chip().compile_on_910_95 else "A2"])
     if fit is not None:
         return [(min(fit["BV"], dot_dim(V)), backend.launch_options(multibuffer=fit.get("multibuffer")))]
     if not backend.is_cuda_compiled():
@@ -210,7 +223,7 @@ def chunk_fwd_h(
         )
 
     launch_first_fitting("fwd_h", (k.device, k.dtype, K, V, chunk_size, gk),
-                         _state_launches("fwd_h", N, HV, K, V, FWD_H_TILES, chunk_size, k), launch,
+                         _state_launches("fwd_h", N, HV, K, V, FWD_H_TILES, chunk_size, k, gk), launch,
                          what=f"K={K}, V={V}, {k.dtype}, chunk_size={chunk_size}")
     return h, v_new, ht
 

@@ -210,9 +210,9 @@ _C = "fla_ascend.ops.common."
 # (G, exp(G_last - G), the scaled k and q) do not shrink with BV and are not in the declared tiles yet
 _GK_UNFITTED = ("ub_model_vs_plan", "kda-*", "the per-channel-decay variant (GK, chunk_kda): its [BT, BK] decay "
                 "tiles are not in the declared tiles yet, so the model is below the plan")
-_GK_HEADROOM = ("ub_headroom", "kda-*", "the per-channel-decay variant (GK, chunk_kda): 97% of A2's UB at K = 256 "
-                "(forward) and at chunk 64 (reverse, 97-98%): the [BT, BK] decay tiles do not shrink with BV; "
-                "open (pre-scaled k and q from the WY stage would take them out)")
+_GK_HEADROOM = ("ub_headroom", "kda-*", "the per-channel-decay variant (GK, chunk_kda): 94% of A2's UB at K = 256 "
+                "(forward, BV 32) and 97-98% at chunk 64 (reverse): the [BT, BK] decay tiles do not shrink with "
+                "BV; open (pre-scaled k and q from the WY stage would take them out)")
 FWD_H_KERNEL = Kernel(_C + "chunk_h.chunk_fwd_h_kernel", "cube", chunk_h.FWD_H_TILES, "state h", "chunk",
                       allow=(_GK_UNFITTED, _GK_HEADROOM))
 BWD_DH_KERNEL = Kernel(_C + "chunk_h.chunk_bwd_dh_kernel", "cube", chunk_h.BWD_DH_TILES, "state dh", "chunk",
