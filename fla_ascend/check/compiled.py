@@ -2,13 +2,15 @@
 distinct one with ``bishengir-compile`` (:func:`fla_ascend.compiler.bishengir.compile_module`) in parallel,
 and turn the compiled plan into report fields and findings.
 
-Findings (severity ``error`` on A2/A3 chips; on A5 ``warning`` unless ``strict_a5``):
+Findings:
 
-- ``compile_<class>``: the compiler rejected the launch (``compile_ub_overflow``, ``compile_l1_overflow``,
-  ``compile_l0c_overflow``, ``compile_crash``, ``compile_timeout``, ``compile_other``...).
-- ``ub_headroom``: the planned UB leaves less than :data:`UB_HEADROOM` of the chip's UB free.
-- ``ub_model_vs_plan``: the UB model (:func:`fla_ascend.tiling.ub.predict`, charged bytes) is below the
-  planned UB or above :data:`MODEL_MAX_RATIO` times it.
+- ``compile_<class>`` (severity ``error`` on every chip): the compiler rejected the launch
+  (``compile_ub_overflow``, ``compile_l1_overflow``, ``compile_l0c_overflow``, ``compile_crash``,
+  ``compile_timeout``, ``compile_other``...).
+- ``ub_headroom`` (``error`` on A2/A3; on A5 ``warning`` unless ``strict_a5``): the planned UB leaves
+  less than :data:`UB_HEADROOM` of the chip's UB free.
+- ``ub_model_vs_plan`` (as ``ub_headroom``): the UB model (:func:`fla_ascend.tiling.ub.predict`, charged
+  bytes) is below the planned UB or above :data:`MODEL_MAX_RATIO` times it.
 """
 from __future__ import annotations
 
@@ -59,6 +61,8 @@ def _finding(code, message, severity="error", where=""):
 
 
 def _apply(r, res, chip: ChipSpec, strict_a5: bool) -> None:
+    # the plan findings of A5 (whose UB model is not fitted and which the A2/A3 tiles serve) are warnings
+    # by default; a launch that does not compile is an error on every chip
     sev = "warning" if is_a5(chip.name) and not strict_a5 else "error"
     r.compiled = res.ok
     r.compile_error_class, r.compile_message = res.error_class, res.message
@@ -77,7 +81,7 @@ def _apply(r, res, chip: ChipSpec, strict_a5: bool) -> None:
         extra = ""
         if res.needed_bytes is not None:
             extra = f" ({res.needed_bytes} B needed of {res.available_bytes} B {res.space.upper()})"
-        r.findings.append(_finding(f"compile_{res.error_class}", f"bishengir-compile: {res.message}{extra}", sev))
+        r.findings.append(_finding(f"compile_{res.error_class}", f"bishengir-compile: {res.message}{extra}"))
         return
     ub = r.planned.get("ub", 0)
     if ub > (1 - UB_HEADROOM) * chip.ub_bytes:

@@ -43,7 +43,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="compile cache (default $FLA_ASCEND_COMPILE_CACHE or ~/.cache/fla-ascend/compile)")
     p.add_argument("--no-cache", action="store_true", help="compile again even when the cache has the result")
     p.add_argument("--lowering-only", action="store_true", help="skip bishengir-compile (front end checks only)")
-    p.add_argument("--strict-a5", action="store_true", help="A5 compile failures fail the check (default: reported)")
+    p.add_argument("--strict-a5", action="store_true",
+                   help="A5 plan findings (UB headroom, UB model against the plan) fail the check too "
+                        "(default: reported; a launch that fails to compile fails the check on every chip)")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -174,3 +174,24 @@ def test_missing_compiler_falls_back_to_lowering_only(monkeypatch, tmp_path):
     monkeypatch.setattr(compile_mod, "compiler_path", lambda chip: None)
     res = compile_mod.compile_module("module {}", "Ascend910B2", {}, 10.0, str(tmp_path))
     assert not res.ok and res.error_class == "no_compiler" and "ascendnpu-ir" in res.message
+
+
+@pytest.mark.parametrize("chip,strict_a5,plan_severity", [
+    ("Ascend910B2", False, "error"), ("Ascend910_9599", False, "warning"), ("Ascend910_9599", True, "error")])
+def test_finding_severities(chip, strict_a5, plan_severity):
+    """A launch that does not compile is an error on every chip; a plan over the UB headroom is an
+    error on A2/A3 and, unless ``strict_a5``, a warning on A5."""
+    from fla_ascend.check import compiled
+    from fla_ascend.check.runner import CaseResult
+    from fla_ascend.compiler.bishengir import CompileResult, ModuleFacts
+    from fla_ascend.tiling.chips import get_chip
+
+    spec = get_chip(chip)
+    failed = CaseResult(kernel="m.k", config="c", chip=chip)
+    compiled._apply(failed, CompileResult(ok=False, chip=chip, error_class="crash", message="abort"), spec,
+                    strict_a5)
+    assert [(f["code"], f["severity"]) for f in failed.findings] == [("compile_crash", "error")]
+    full = CaseResult(kernel="m.k", config="c", chip=chip)
+    facts = ModuleFacts(core_type="AIV", planned_bytes={"ub": spec.ub_bytes})
+    compiled._apply(full, CompileResult(ok=True, chip=chip, facts=facts), spec, strict_a5)
+    assert [(f["code"], f["severity"]) for f in full.findings] == [("ub_headroom", plan_severity)]
