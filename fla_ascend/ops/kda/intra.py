@@ -49,6 +49,17 @@ DIAG_BK = tl.constexpr(8)
 (:func:`_kda_intra_diag_block`): Ascend910B2 plans 80% of UB at chunk 64 with 8 (95% with 16; the
 column loop it replaces: 79%), and the stage's estimate halves at Kimi Linear's layer (B1 T4096 H32:
 16579 -> 8223 us; vector instructions per core 865k -> 133k)."""
+NPU_BWD_DIAG_CHUNKS = (32, 64)
+"""Chunk sizes at which the intra backward on an NPU forms the diagonal block as ``[16, 16,
+NPU_BWD_DIAG_BK]`` products after its K loop (:func:`_kda_intra_bwd_diag_block`) instead of a
+16-step column loop in every K block. Ascend910B2, Kimi Linear's layer (B1 T4096 H32 K = V = 128,
+chunk 64; ``fla-ascend estimate chunk_kda --shape kimi-linear``, 2026-12-04): vector instructions per
+core 1158k -> 171k, the stage 21237 -> 13322 us (now bound by its 10.6k cross-core waits per core), UB
+154336 -> 163520 B (83%). At chunk 16, where the whole stage is the diagonal block, the same form
+planned 97% of UB (the column loop: 72%), so it keeps the loop."""
+NPU_BWD_DIAG_BK = tl.constexpr(16)
+"""The K block of the intra backward's diagonal ``[16, 16, NPU_BWD_DIAG_BK]`` products on an NPU:
+83% of Ascend910B2's UB at chunk 64 and 13322 us at Kimi Linear's layer, 63% and 13781 us with 8."""
 NPU_WY_BWD_BLOCK = 64
 """The K and V blocks of the WY backward on an NPU at chunk 64 (:data:`NPU_BK` at 16 and 32, where 64
 plans up to 100%): at chunk 64 it plans 99-100% of A2's UB with blocks of 32 and 94-97% with 64, and
@@ -446,10 +457,49 @@ def kda_wy_bwd(q, k, v, v_new, g_cum, beta_t, Ai, h, dh, do, dv_new, scale, chun
 
 
 @triton.jit
+def _kda_intra_bwd_diag_block(q, k, g_cum, dAqk, dAkk, dq, dk, dG, b_beta, scale, t0, r0, n_t, i_h, i_hv,
+                              H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, BT: tl.constexpr,
+                              BKD: tl.constexpr):
+    """The diagonal ``16 x 16`` block's part of :func:`_kda_intra_bwd_task` (the NPU form of its
+    column loop): per K block of ``BKD`` channels, ``[16, 16, BKD]`` products with the exact
+    ``exp(G_i - G_j) <= 1``, added in place to the sub-chunk's rows of ``dq``, ``dk`` and ``dG``.
+    Returns the sub-chunk's ``dbeta`` part ``[16]``."""
+    o_s = tl.arange(0, 16)
+    m_i = r0 + o_s < n_t
+    m_ge = (o_s[:, None] >= o_s[None, :]) & m_i[:, None] & m_i[None, :]  # [16, 16]: rows i, columns j
+    m_gt = m_ge & (o_s[:, None] > o_s[None, :])
+    p_D = (t0 + r0 + o_s)[:, None] * (HV * BT) + i_hv * BT + r0 + o_s[None, :]
+    b_Pkk = tl.where(m_gt, tl.load(dAkk + p_D, mask=m_i[:, None], other=0.0), 0.0)  # without beta
+    b_Pqk = tl.where(m_ge, tl.load(dAqk + p_D, mask=m_i[:, None], other=0.0), 0.0) * scale
+    b_Bkk = b_Pkk * b_beta[:, None]
+    b_db = tl.zeros([16], dtype=tl.float32)
+    for i_k in range(tl.cdiv(K, BKD)):
+        o_k = i_k * BKD + tl.arange(0, BKD)
+        m_ik = m_i[:, None] & (o_k < K)[None, :]
+        p_i = (t0 + r0 + o_s)[:, None] * (H * K) + i_h * K + o_k[None, :]
+        b_q = tl.load(q + p_i, mask=m_ik, other=0.0).to(tl.float32)  # [16, BKD]
+        b_k = tl.load(k + p_i, mask=m_ik, other=0.0).to(tl.float32)
+        p_g = (t0 + r0 + o_s)[:, None] * (HV * K) + i_hv * K + o_k[None, :]
+        b_G = tl.load(g_cum + p_g, mask=m_ik, other=0.0)
+        b_e = masked_exp(b_G[:, None, :] - b_G[None, :, :], m_ge[:, :, None])  # [16, 16, BKD]: exp(G_i - G_j)
+        b_ekj = b_e * b_k[None, :, :]  # k_j exp(G_i - G_j)
+        b_rkk = tl.sum(b_Pkk[:, :, None] * b_ekj, 1)  # [16, BKD], row side
+        b_rqk = tl.sum(b_Pqk[:, :, None] * b_ekj, 1)
+        b_col = tl.sum((b_Bkk[:, :, None] * b_k[:, None, :] + b_Pqk[:, :, None] * b_q[:, None, :]) * b_e, 0)
+        b_db += tl.sum(b_k * b_rkk, 1)
+        b_dk = b_rkk * b_beta[:, None] + b_col
+        tl.store(dq + p_g, tl.load(dq + p_g, mask=m_ik, other=0.0) + b_rqk, mask=m_ik)
+        tl.store(dk + p_g, tl.load(dk + p_g, mask=m_ik, other=0.0) + b_dk, mask=m_ik)
+        b_dG = b_q * b_rqk + b_k * b_rkk * b_beta[:, None] - b_k * b_col
+        tl.store(dG + p_g, tl.load(dG + p_g, mask=m_ik, other=0.0) + b_dG, mask=m_ik)
+    return b_db
+
+
+@triton.jit
 def _kda_intra_bwd_task(
     i_task, q, k, g_cum, beta_t, dAqk, dAkk, dq, dk, dG, dbeta_t, chunk_indices, cu_seqlens, scale, T, NT, TT,
     H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
-    DOT_PRECISION: tl.constexpr, IS_VARLEN: tl.constexpr,
+    DOT_PRECISION: tl.constexpr, IS_VARLEN: tl.constexpr, DIAG_BLOCK: tl.constexpr,
 ):
     NB: tl.constexpr = BT // 16
     i_c = i_task // (HV * NB)
@@ -509,7 +559,7 @@ def _kda_intra_bwd_task(
         b_ckk = wy_dot(tl.trans(b_Ckk), b_ka * b_ea, dt, DOT_PRECISION)
         b_cqk = wy_dot(tl.trans(b_Cqk), b_qa * b_ea, dt, DOT_PRECISION)
         b_col = (b_ckk + b_cqk) * b_fj  # [16, BK]
-        for jj in range(16):  # the diagonal block: token j = r0 + jj
+        for jj in range(0 if DIAG_BLOCK else 16):  # the diagonal block: token j = r0 + jj (else after the loop)
             j = r0 + jj
             t_j = t0 + tl.minimum(j, n_t - 1)  # a token past the end only meets masked rows
             b_kj = tl.load(k + t_j * (H * K) + i_h * K + o_k, mask=m_k, other=0.0).to(tl.float32)  # [BK]
@@ -538,6 +588,10 @@ def _kda_intra_bwd_task(
         tl.store(dq + p_gi, b_dq, mask=m_ik)
         tl.store(dk + p_gi, b_dk, mask=m_ik)
         tl.store(dG + p_gi, b_dGi, mask=m_ik)
+    if DIAG_BLOCK:  # the diagonal block as [16, 16, DIAG_BK] products, added to what the loop stored
+        tl.debug_barrier()
+        b_db += _kda_intra_bwd_diag_block(q, k, g_cum, dAqk, dAkk, dq, dk, dG, b_beta_i, scale, t0, r0, n_t, i_h,
+                                          i_hv, H, HV, K, BT, NPU_BWD_DIAG_BK)
     p_db = p_beta + o_i
     tl.store(dbeta_t + p_db, tl.load(dbeta_t + p_db, mask=m_i, other=0.0) + b_db, mask=m_i)
 
@@ -547,17 +601,18 @@ def kda_intra_bwd_kernel(
     q, k, g_cum, beta_t, dAqk, dAkk, dq, dk, dG, dbeta_t, chunk_indices, cu_seqlens, scale, T, NT, TT,
     n_tasks, n_programs,
     H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
-    DOT_PRECISION: tl.constexpr, IS_VARLEN: tl.constexpr, TASK_LOOP: tl.constexpr,
+    DOT_PRECISION: tl.constexpr, IS_VARLEN: tl.constexpr, TASK_LOOP: tl.constexpr, DIAG_BLOCK: tl.constexpr = False,
 ):
     """Gradients through ``Akk`` and ``Aqk`` of one 16-token sub-chunk (its rows and its
-    columns), added in place to ``dq``, ``dk``, ``dG`` and ``dbeta_t``."""
+    columns), added in place to ``dq``, ``dk``, ``dG`` and ``dbeta_t``; with ``DIAG_BLOCK`` the
+    diagonal block in a pass of its own after the loop (:func:`_kda_intra_bwd_diag_block`)."""
     if TASK_LOOP:
         for i_task in tl.range(tl.program_id(0), n_tasks, n_programs):
             _kda_intra_bwd_task(i_task, q, k, g_cum, beta_t, dAqk, dAkk, dq, dk, dG, dbeta_t, chunk_indices,
-                                cu_seqlens, scale, T, NT, TT, H, HV, K, BT, BK, DOT_PRECISION, IS_VARLEN)
+                                cu_seqlens, scale, T, NT, TT, H, HV, K, BT, BK, DOT_PRECISION, IS_VARLEN, DIAG_BLOCK)
     else:
         _kda_intra_bwd_task(tl.program_id(0), q, k, g_cum, beta_t, dAqk, dAkk, dq, dk, dG, dbeta_t, chunk_indices,
-                            cu_seqlens, scale, T, NT, TT, H, HV, K, BT, BK, DOT_PRECISION, IS_VARLEN)
+                            cu_seqlens, scale, T, NT, TT, H, HV, K, BT, BK, DOT_PRECISION, IS_VARLEN, DIAG_BLOCK)
 
 
 def kda_intra_bwd(q, k, g_cum, beta_t, dAqk, dAkk, dq, dk, dG, dbeta_t, scale, chunk_size, n_chunks,
@@ -578,5 +633,6 @@ def kda_intra_bwd(q, k, g_cum, beta_t, dAqk, dAkk, dq, dk, dG, dbeta_t, scale, c
         chunk_indices=chunk_indices, cu_seqlens=cu_seqlens, scale=scale, T=T, NT=cdiv(T, chunk_size), TT=B * T,
         n_tasks=n_tasks, n_programs=plan.n_programs, H=H, HV=HV, K=K, BT=chunk_size, BK=_bk(K),
         DOT_PRECISION=dot_precision("kda_intra_bwd", k.dtype), IS_VARLEN=cu_seqlens is not None,
-        TASK_LOOP=plan.task_loop, **launch_options(num_warps=cuda_launch("kda_intra_bwd")["num_warps"]),
+        TASK_LOOP=plan.task_loop, DIAG_BLOCK=backend.device_type() == "npu" and chunk_size in NPU_BWD_DIAG_CHUNKS,
+        **launch_options(num_warps=cuda_launch("kda_intra_bwd")["num_warps"]),
     )
