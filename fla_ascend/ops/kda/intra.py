@@ -41,9 +41,13 @@ INTRA_BK = 64
 WY_BV = 64
 """Widest V block of the stage's ``[BT, BV]`` tiles."""
 NPU_BK = 32
-"""The K block of the intra stages on an NPU, and of the WY forward when it inverts. bishengir-compile's
-plans at ``BK = 64`` (Ascend910B2, 2026-12-03): the intra stage 182784 B of the 196608 B UB at chunk 64
-(93%), its backward 191 KB (100%)."""
+"""The K block of the intra backward on an NPU, and of the WY forward when it inverts. bishengir-compile's
+plans at ``BK = 64`` (Ascend910B2, 2026-12-04): the intra backward 195904 B of the 196608 B UB at chunk 64
+(100%). The intra forward takes :data:`NPU_INTRA_FWD_BK`."""
+NPU_INTRA_FWD_BK = 64
+"""The K block of the intra forward's main loop on an NPU (its diagonal block runs after the loop in
+blocks of :data:`DIAG_BK`). Ascend910B2 at chunk 64 (2026-12-04): 156992 B of UB (80%) at
+:data:`NPU_BK`, 152256 B (77%) at 64, 196320 B (100%) at 128."""
 DIAG_BK = tl.constexpr(8)
 """The K block of the intra forward's diagonal ``[16, 16, DIAG_BK]`` products on an NPU
 (:func:`_kda_intra_diag_block`): Ascend910B2 plans 80% of UB at chunk 64 with 8 (95% with 16; the
@@ -204,7 +208,7 @@ def kda_intra_fwd(q, k, g_cum, beta_t, scale, chunk_size, n_chunks, chunk_indice
     kda_intra_fwd_kernel[plan.grid](
         q=q, k=k, g_cum=g_cum, beta_t=beta_t, Akk=Akk, Aqk=Aqk, chunk_indices=chunk_indices, cu_seqlens=cu_seqlens,
         scale=scale, T=T, NT=cdiv(T, chunk_size), TT=B * T, n_tasks=n_tasks, n_programs=plan.n_programs,
-        H=H, HV=HV, K=K, BT=chunk_size, BK=_bk(K), IS_VARLEN=cu_seqlens is not None, TASK_LOOP=plan.task_loop,
+        H=H, HV=HV, K=K, BT=chunk_size, BK=_bk(K, NPU_INTRA_FWD_BK), IS_VARLEN=cu_seqlens is not None, TASK_LOOP=plan.task_loop,
         DIAG_BLOCK=backend.device_type() == "npu", **launch_options(num_warps=4),
     )
     return Akk, Aqk
