@@ -69,6 +69,10 @@ NPU_WY_BWD_BLOCK = 64
 plans up to 100%): at chunk 64 it plans 99-100% of A2's UB with blocks of 32 and 94-97% with 64, and
 the estimate halves (Kimi Linear's layer, B1 T4096 H32: 6377 -> 3226 us); the ``[BT, BT]`` gradients,
 not the blocks, fill the UB (docs/check.md, "KDA")."""
+NPU_SPLIT_INVERSE_CHUNKS = (64,)
+"""Chunk sizes at which the WY forward on an NPU inverts in a launch of its own (``AI_MODE =
+"invert"``) and computes ``w``, ``u`` in a second one from the stored inverse (``"load"``, in blocks
+of :data:`NPU_WY_LOAD_BLOCK`)."""
 NPU_WY_LOAD_BLOCK = 128
 """The K and V blocks of the WY forward on an NPU when it loads the inverse (the backward's
 recompute): 65% of A2's UB at chunk 64, estimated 952 -> 524 us at Kimi Linear's layer (32: 21%)."""
@@ -208,8 +212,8 @@ def kda_intra_fwd(q, k, g_cum, beta_t, scale, chunk_size, n_chunks, chunk_indice
     kda_intra_fwd_kernel[plan.grid](
         q=q, k=k, g_cum=g_cum, beta_t=beta_t, Akk=Akk, Aqk=Aqk, chunk_indices=chunk_indices, cu_seqlens=cu_seqlens,
         scale=scale, T=T, NT=cdiv(T, chunk_size), TT=B * T, n_tasks=n_tasks, n_programs=plan.n_programs,
-        H=H, HV=HV, K=K, BT=chunk_size, BK=_bk(K, NPU_INTRA_FWD_BK), IS_VARLEN=cu_seqlens is not None, TASK_LOOP=plan.task_loop,
-        DIAG_BLOCK=backend.device_type() == "npu", **launch_options(num_warps=4),
+        H=H, HV=HV, K=K, BT=chunk_size, BK=_bk(K, NPU_INTRA_FWD_BK), IS_VARLEN=cu_seqlens is not None,
+        TASK_LOOP=plan.task_loop, DIAG_BLOCK=backend.device_type() == "npu", **launch_options(num_warps=4),
     )
     return Akk, Aqk
 
@@ -234,8 +238,18 @@ def _kda_wy_fwd_task(
         b_Ai = b_A
     else:
         b_Ai = wy_inverse(b_A, k.dtype.element_ty, BT, DOT_PRECISION)
-        if AI_MODE == "store":  # the inverse replaces Akk in its buffer
+        if AI_MODE != "none":  # "store", "invert": the inverse replaces Akk in its buffer
             tl.store(Akk + p_A, b_Ai, mask=m_t[:, None])
+    if AI_MODE != "invert":  # "invert" stops here; a "load" launch computes w and u
+        _kda_wy_fwd_wu(b_Ai, k, v, g_cum, beta_t, w, u, t0, o_t, m_t, i_h, i_hv, TT, H, HV, K, V, BT, BK, BV,
+                       F32_CHAIN)
+
+
+@triton.jit
+def _kda_wy_fwd_wu(b_Ai, k, v, g_cum, beta_t, w, u, t0, o_t, m_t, i_h, i_hv, TT,
+                   H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr,
+                   BT: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr, F32_CHAIN: tl.constexpr):
+    """``w = Ai (beta exp(G) k)`` and ``u = Ai (beta v)`` of one chunk and value head."""
     b_beta = tl.load(beta_t + tl.cast(i_hv, tl.int64) * TT + t0 + o_t, mask=m_t, other=0.0)  # [BT]
     b_Ai_k = b_Ai.to(k.dtype.element_ty)
     for i_k in range(tl.cdiv(K, BK)):
@@ -288,23 +302,29 @@ def kda_wy_fwd(k, v, g_cum, beta_t, Akk, chunk_size, n_chunks, chunk_indices=Non
 
     Args:
         Akk: ``[B, T, HV, BT]`` float32 from :func:`kda_intra_fwd`, or its inverse (``ai_mode="load"``).
-        ai_mode: ``"none"`` (invert, keep ``Akk``), ``"store"`` (invert and write the inverse over
-            ``Akk``), ``"load"`` (``Akk`` holds the inverse).
+        ai_mode: ``"none"`` (invert; ``Akk`` is not needed afterwards), ``"store"`` (invert and write
+            the inverse over ``Akk``), ``"load"`` (``Akk`` holds the inverse). On an NPU at a chunk size
+            in :data:`NPU_SPLIT_INVERSE_CHUNKS` ``"none"`` and ``"store"`` run as two launches: the
+            inverse, written over ``Akk``, then ``"load"``.
     """
     B, T, H, K = k.shape
     HV, V = v.shape[2], v.shape[3]
     w = torch.empty(B, T, HV, K, dtype=k.dtype, device=k.device)
     u = torch.empty(B, T, HV, V, dtype=v.dtype, device=v.device)
-    npu_block = NPU_WY_LOAD_BLOCK if ai_mode == "load" else NPU_BK
-    BV = _bv(V, npu_block)
-    plan = task_plan(n_chunks * HV, "cube")
-    kda_wy_fwd_kernel[plan.grid](
-        k=k, v=v, g_cum=g_cum, beta_t=beta_t, Akk=Akk, w=w, u=u, chunk_indices=chunk_indices, cu_seqlens=cu_seqlens,
-        T=T, NT=cdiv(T, chunk_size), TT=B * T, n_tasks=n_chunks * HV, n_programs=plan.n_programs,
-        H=H, HV=HV, K=K, V=V, BT=chunk_size, BK=_bk(K, npu_block), BV=BV,
-        DOT_PRECISION=dot_precision("wy_fwd", k.dtype), AI_MODE=ai_mode, IS_VARLEN=cu_seqlens is not None,
-        TASK_LOOP=plan.task_loop, F32_CHAIN=f32_dot_chain(chunk_size, BV), **launch_options(num_warps=4),
-    )
+    modes = [ai_mode]
+    if ai_mode != "load" and backend.device_type() == "npu" and chunk_size in NPU_SPLIT_INVERSE_CHUNKS:
+        modes = ["invert", "load"]
+    for mode in modes:
+        plan = task_plan(n_chunks * HV, "cube")
+        npu_block = NPU_WY_LOAD_BLOCK if mode == "load" else NPU_BK
+        BV = _bv(V, npu_block)
+        kda_wy_fwd_kernel[plan.grid](
+            k=k, v=v, g_cum=g_cum, beta_t=beta_t, Akk=Akk, w=w, u=u, chunk_indices=chunk_indices,
+            cu_seqlens=cu_seqlens, T=T, NT=cdiv(T, chunk_size), TT=B * T, n_tasks=n_chunks * HV,
+            n_programs=plan.n_programs, H=H, HV=HV, K=K, V=V, BT=chunk_size, BK=_bk(K, npu_block), BV=BV,
+            DOT_PRECISION=dot_precision("wy_fwd", k.dtype), AI_MODE=mode, IS_VARLEN=cu_seqlens is not None,
+            TASK_LOOP=plan.task_loop, F32_CHAIN=f32_dot_chain(chunk_size, BV), **launch_options(num_warps=4),
+        )
     return w, u
 
 
