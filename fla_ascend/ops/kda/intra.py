@@ -12,7 +12,8 @@ rows of 16-token sub-chunks: for the rows of sub-chunk ``r`` and the columns of 
 row, and both factors are at most 1 (``G`` falls along the chunk), so the product is one dot of
 bounded operands; the diagonal 16 x 16 block is summed column by column with the exact
 ``exp(G_i - G_j)`` (on an NPU the forward forms it as ``[16, 16, DIAG_BK]`` products instead: a
-seventh of the vector instructions). No factor can overflow, whatever the gates. The backward sums the same
+seventh of the vector instructions; the backward, at chunk 32 and 64, as ``[16, 16, NPU_BWD_DIAG_BK]``
+products after its K loop). No factor can overflow, whatever the gates. The backward sums the same
 products the other way, with ``G`` at a sub-chunk's last row as the reference for its columns.
 
 The inverse is :func:`fla_ascend.ops.common.wy.wy_inverse` (the same ``(I + A)^-1`` as the gated
