@@ -287,7 +287,8 @@ def kda_wy_fwd_kernel(
     F32_CHAIN: tl.constexpr = False,
 ):
     """``Ai = (I + Akk)^-1`` (stored over ``Akk`` with ``AI_MODE = "store"``, read from there with
-    ``"load"``), ``w`` and ``u`` of one chunk and value head (module doc)."""
+    ``"load"``), ``w`` and ``u`` of one chunk and value head (module doc); ``"invert"`` stores the
+    inverse over ``Akk`` and computes no ``w``, ``u``."""
     if TASK_LOOP:
         for i_task in tl.range(tl.program_id(0), n_tasks, n_programs):
             _kda_wy_fwd_task(i_task, k, v, g_cum, beta_t, Akk, w, u, chunk_indices, cu_seqlens, T, NT, TT,
