@@ -54,10 +54,17 @@ BWD_DQKWG_TILES = [Tile((6, "BT", "BT"), "fp32", "dS, S / dSg, gating and masks"
 
 @triton.jit
 def _chunk_fwd_o_task(
-    i_task, q, k, v_new, h, g_cum, o, chunk_indices, cu_seqlens, scale, T, NT, TT,
+    i_task, q, k, v_new, h, g_cum, o, chunk_indices, cu_seqlens, scale, T, NT, TT, NK,
     H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr,
     BT: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr, IS_VARLEN: tl.constexpr, F32_CHAIN: tl.constexpr,
+    RUNTIME_NK: tl.constexpr,
 ):
+    # on A5 NK = cdiv(K, BK) is a runtime argument: with a compile-time trip count above one
+    # bishengir-compile-a5 rejects its own outlined call (as chunk_bwd_dqkwg's V loop)
+    if RUNTIME_NK:
+        n_k = NK
+    else:
+        n_k = tl.cdiv(K, BK)
     NV = tl.cdiv(V, BV)
     i_c = i_task // (HV * NV)
     i_hv = (i_task // NV) % HV
@@ -73,7 +80,7 @@ def _chunk_fwd_o_task(
     h_base = (tl.cast(i_c, tl.int64) * HV + i_hv) * K * V
     b_o = tl.zeros([BT, BV], dtype=tl.float32)
     b_A = tl.zeros([BT, BT], dtype=tl.float32)
-    for i_k in range(tl.cdiv(K, BK)):
+    for i_k in range(n_k):
         o_k = i_k * BK + tl.arange(0, BK)
         m_tk = m_t[:, None] & (o_k < K)[None, :]
         p_qk = qk_base + o_t[:, None] * (H * K) + o_k[None, :]
@@ -94,20 +101,20 @@ def _chunk_fwd_o_task(
     tl.store(o + p_v, b_o.to(o.dtype.element_ty), mask=m_tv)
 
 
-@triton.jit(do_not_specialize=["T", "NT", "TT", "n_tasks", "n_programs"])
+@triton.jit(do_not_specialize=["T", "NT", "TT", "NK", "n_tasks", "n_programs"])
 def chunk_fwd_o_kernel(
     q, k, v_new, h, g_cum, o, chunk_indices, cu_seqlens, scale, T, NT, TT, n_tasks, n_programs,
     H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr,
     BT: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr, IS_VARLEN: tl.constexpr, TASK_LOOP: tl.constexpr,
-    F32_CHAIN: tl.constexpr = False,
+    F32_CHAIN: tl.constexpr = False, NK=1, RUNTIME_NK: tl.constexpr = False,
 ):
     if TASK_LOOP:
         for i_task in tl.range(tl.program_id(0), n_tasks, n_programs):
-            _chunk_fwd_o_task(i_task, q, k, v_new, h, g_cum, o, chunk_indices, cu_seqlens, scale, T, NT, TT,
-                              H, HV, K, V, BT, BK, BV, IS_VARLEN, F32_CHAIN)
+            _chunk_fwd_o_task(i_task, q, k, v_new, h, g_cum, o, chunk_indices, cu_seqlens, scale, T, NT, TT, NK,
+                              H, HV, K, V, BT, BK, BV, IS_VARLEN, F32_CHAIN, RUNTIME_NK)
     else:
         _chunk_fwd_o_task(tl.program_id(0), q, k, v_new, h, g_cum, o, chunk_indices, cu_seqlens, scale, T, NT, TT,
-                          H, HV, K, V, BT, BK, BV, IS_VARLEN, F32_CHAIN)
+                          NK, H, HV, K, V, BT, BK, BV, IS_VARLEN, F32_CHAIN, RUNTIME_NK)
 
 
 def chunk_fwd_o(
@@ -136,13 +143,15 @@ def chunk_fwd_o(
     else:
         s = npu_tiles(FWD_O_TILES, chunk_size, q, {"BK": [128, 64, 32], "BV": [128, 64, 32]}) or {"BK": 64, "BV": 128}
     BV = min(s["BV"], dot_dim(V))
+    BK = min(s["BK"], dot_dim(K))
     n_tasks = n_chunks * HV * cdiv(V, BV)
     plan = task_plan(n_tasks, "cube")
     chunk_fwd_o_kernel[plan.grid](
         q=q, k=k, v_new=v_new, h=h, g_cum=g_cum, o=o, chunk_indices=chunk_indices, cu_seqlens=cu_seqlens,
         scale=scale, T=T, NT=cdiv(T, chunk_size), TT=B * T, n_tasks=n_tasks, n_programs=plan.n_programs,
-        H=H, HV=HV, K=K, V=V, BT=chunk_size, BK=min(s["BK"], dot_dim(K)), BV=BV,
+        H=H, HV=HV, K=K, V=V, BT=chunk_size, BK=BK, BV=BV,
         IS_VARLEN=cu_seqlens is not None, TASK_LOOP=plan.task_loop, F32_CHAIN=f32_dot_chain(chunk_size),
+        NK=cdiv(K, BK), RUNTIME_NK=backend.device_type() == "npu" and get_chip().compile_on_910_95,
         **stage_launch("chunk_o", s.get("multibuffer")),
     )
     return o
