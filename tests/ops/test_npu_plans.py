@@ -62,7 +62,8 @@ def test_chunk_gated_delta_rule_npu_plan(K, V, varlen, chip, chunk_size):
 
 @pytest.mark.parametrize("chip,chunk_size,K,V,varlen", [
     ("Ascend910B2", 64, 128, 128, [0, 50, 50, 128]), ("Ascend910_9599", 16, 128, 64, None),
-    ("Ascend910_9599", 64, 100, 16, None), ("Ascend910B2", 64, 100, 16, None), ("Ascend910B2", 32, 60, 32, [0, 40, 128])])
+    ("Ascend910_9599", 64, 100, 16, None), ("Ascend910B2", 64, 100, 16, None),
+    ("Ascend910B2", 32, 60, 32, [0, 40, 128])])
 def test_chunk_kda_npu_plan(chip, chunk_size, K, V, varlen):
     """KDA's stages with an NPU target's plans (K blocks of 32, the gate tiles; the diagonal blocks
     as [16, 16, 8] products at chunk 32 and 64; the WY backward's 32-wide V blocks and, for one V
