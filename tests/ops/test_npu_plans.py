@@ -41,12 +41,13 @@ def _leaves(inputs: dict) -> dict:
 @pytest.mark.parametrize("chip,chunk_size,K,V", [
     ("Ascend910B2", 64, 128, 128), ("Ascend910B2", 64, 64, 100),
     ("Ascend910_9599", 16, 128, 128), ("Ascend910_9599", 16, 64, 100), ("Ascend910_9599", 64, 100, 16),
-    ("Ascend910_9599", 32, 256, 64)])
+    ("Ascend910_9599", 32, 256, 64), ("Ascend910_9599", 64, 16, 64)])
 @pytest.mark.parametrize("varlen", [None, [0, 50, 50, 128]])
 def test_chunk_gated_delta_rule_npu_plan(K, V, varlen, chip, chunk_size):
     """Ascend910B2 at chunk 64 (the estimate-chosen tiles) and Ascend910_9599 at chunk 16 and with
     16-wide V blocks (the float32 dot chains A5's compiler needs there, ``tiles.f32_dot_chain``), and
-    at K = 256 (the output stage's runtime K-block count)."""
+    at K = 256 (the output stage's runtime K-block count) and K = 16 (16-wide K blocks: float32 dot
+    chains too)."""
     inputs = make_inputs(1, 128, 1, 2, K, V, torch.float32, "cpu", varlen=varlen, requires_grad=True)
     ref = _leaves(inputs)
     with backend.use(_target(chip)):

@@ -203,8 +203,8 @@ def dot_operand(x):
 def f32_dot_chain(*sizes: int) -> bool:
     """Whether a dot whose operand is another dot's float32 result keeps that operand in float32
     (casting the other operand up) instead of casting it down to the input dtype: on an A5 target
-    (``Ascend910_9599``) when one of the launch's ``sizes`` (the chunk size, the V block) is 16,
-    where bishengir-compile-a5 aborts on the cast-down chain (``PatternMatch.cpp:135``;
+    (``Ascend910_9599``) when one of the launch's ``sizes`` (the chunk size, the V block, the K
+    block) is 16, where bishengir-compile-a5 aborts on the cast-down chain (``PatternMatch.cpp:135``;
     tests/compiler/compiler_repros/dot_result_cast_dot.py). Everywhere else ``False``: the product
     runs in the input dtype as timed."""
     if backend.device_type() != "npu" or 16 not in sizes:
