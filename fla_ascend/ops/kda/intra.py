@@ -88,6 +88,24 @@ def _bv(V: int, npu: int = NPU_BK) -> int:
 
 
 @triton.jit
+def _kda_diag_rows(q, k, g_cum, t0, r0, i_k, i_h, i_hv, m_i, m_ge, H: tl.constexpr, HV: tl.constexpr,
+                   K: tl.constexpr, BKD: tl.constexpr):
+    """K block ``i_k`` (``BKD`` channels) of a sub-chunk's rows for its diagonal ``16 x 16`` block:
+    ``q``, ``k`` ``[16, BKD]`` float32, ``exp(G_i - G_j)`` ``[16, 16, BKD]`` on ``m_ge`` (``<= 1``, 0
+    elsewhere), and the rows' offsets ``[16, BKD]`` into ``g_cum``-shaped tensors with their mask."""
+    o_s = tl.arange(0, 16)
+    o_k = i_k * BKD + tl.arange(0, BKD)
+    m_ik = m_i[:, None] & (o_k < K)[None, :]
+    p_i = (t0 + r0 + o_s)[:, None] * (H * K) + i_h * K + o_k[None, :]
+    b_q = tl.load(q + p_i, mask=m_ik, other=0.0).to(tl.float32)  # [16, BKD]
+    b_k = tl.load(k + p_i, mask=m_ik, other=0.0).to(tl.float32)
+    p_g = (t0 + r0 + o_s)[:, None] * (HV * K) + i_hv * K + o_k[None, :]
+    b_G = tl.load(g_cum + p_g, mask=m_ik, other=0.0)
+    b_e = masked_exp(b_G[:, None, :] - b_G[None, :, :], m_ge[:, :, None])  # [16, 16, BKD]
+    return b_q, b_k, b_e, p_g, m_ik
+
+
+@triton.jit
 def _kda_intra_diag_block(q, k, g_cum, t0, r0, n_t, i_h, i_hv, H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr,
                           BKD: tl.constexpr):
     """The diagonal ``16 x 16`` block of a sub-chunk's ``Aqk`` (``i >= j``) and ``Akk`` (``i > j``)
@@ -99,13 +117,8 @@ def _kda_intra_diag_block(q, k, g_cum, t0, r0, n_t, i_h, i_hv, H: tl.constexpr, 
     d_qk = tl.zeros([16, 16], dtype=tl.float32)
     d_kk = tl.zeros([16, 16], dtype=tl.float32)
     for i_k in range(tl.cdiv(K, BKD)):
-        o_k = i_k * BKD + tl.arange(0, BKD)
-        m_ik = m_i[:, None] & (o_k < K)[None, :]
-        p_i = (t0 + r0 + o_s)[:, None] * (H * K) + i_h * K + o_k[None, :]
-        b_q = tl.load(q + p_i, mask=m_ik, other=0.0).to(tl.float32)  # [16, BKD]
-        b_k = tl.load(k + p_i, mask=m_ik, other=0.0).to(tl.float32)
-        b_G = tl.load(g_cum + (t0 + r0 + o_s)[:, None] * (HV * K) + i_hv * K + o_k[None, :], mask=m_ik, other=0.0)
-        b_ke = b_k[None, :, :] * masked_exp(b_G[:, None, :] - b_G[None, :, :], m_ge[:, :, None])  # k_j exp(G_i - G_j)
+        b_q, b_k, b_e, _, _ = _kda_diag_rows(q, k, g_cum, t0, r0, i_k, i_h, i_hv, m_i, m_ge, H, HV, K, BKD)
+        b_ke = b_k[None, :, :] * b_e  # k_j exp(G_i - G_j)
         d_qk += tl.sum(b_q[:, None, :] * b_ke, 2)
         d_kk += tl.sum(b_k[:, None, :] * b_ke, 2)
     return d_qk, tl.where(o_s[:, None] > o_s[None, :], d_kk, 0.0)
@@ -501,14 +514,7 @@ def _kda_intra_bwd_diag_block(q, k, g_cum, dAqk, dAkk, dq, dk, dG, b_beta, scale
     b_Bkk = b_Pkk * b_beta[:, None]
     b_db = tl.zeros([16], dtype=tl.float32)
     for i_k in range(tl.cdiv(K, BKD)):
-        o_k = i_k * BKD + tl.arange(0, BKD)
-        m_ik = m_i[:, None] & (o_k < K)[None, :]
-        p_i = (t0 + r0 + o_s)[:, None] * (H * K) + i_h * K + o_k[None, :]
-        b_q = tl.load(q + p_i, mask=m_ik, other=0.0).to(tl.float32)  # [16, BKD]
-        b_k = tl.load(k + p_i, mask=m_ik, other=0.0).to(tl.float32)
-        p_g = (t0 + r0 + o_s)[:, None] * (HV * K) + i_hv * K + o_k[None, :]
-        b_G = tl.load(g_cum + p_g, mask=m_ik, other=0.0)
-        b_e = masked_exp(b_G[:, None, :] - b_G[None, :, :], m_ge[:, :, None])  # [16, 16, BKD]: exp(G_i - G_j)
+        b_q, b_k, b_e, p_g, m_ik = _kda_diag_rows(q, k, g_cum, t0, r0, i_k, i_h, i_hv, m_i, m_ge, H, HV, K, BKD)
         b_ekj = b_e * b_k[None, :, :]  # k_j exp(G_i - G_j)
         b_rkk = tl.sum(b_Pkk[:, :, None] * b_ekj, 1)  # [16, BKD], row side
         b_rqk = tl.sum(b_Pqk[:, :, None] * b_ekj, 1)
