@@ -61,7 +61,10 @@ NPU_BWD_DIAG_BK]`` products after its K loop (:func:`_kda_intra_bwd_diag_block`)
 chunk 64; ``fla-ascend estimate chunk_kda --shape kimi-linear``, 2026-12-04): vector instructions per
 core 1158k -> 171k, the stage 21237 -> 13322 us (now bound by its 10.6k cross-core waits per core), UB
 154336 -> 163520 B (83%). At chunk 16, where the whole stage is the diagonal block, the same form
-planned 97% of UB (the column loop: 72%), so it keeps the loop."""
+planned 97% of UB (the column loop: 72%), so it keeps the loop. In the same form the loop's dots take
+their ``dA`` tiles straight from memory (2026-12-07, same shape): cross-core waits per core 10609 ->
+9580, 13322 -> 12513 us, UB 83% -> 78%. With K blocks of 64 as well the stage would be 8242 us (4792
+waits), but it plans 99% of UB."""
 NPU_BWD_DIAG_BK = tl.constexpr(16)
 """The K block of the intra backward's diagonal ``[16, 16, NPU_BWD_DIAG_BK]`` products on an NPU:
 83% of Ascend910B2's UB at chunk 64 and 13322 us at Kimi Linear's layer, 63% and 13781 us with 8."""
@@ -76,7 +79,9 @@ NPU_SPLIT_INVERSE_CHUNKS = (64,)
 of :data:`NPU_WY_LOAD_BLOCK`)."""
 NPU_WY_LOAD_BLOCK = 128
 """The K and V blocks of the WY forward on an NPU when it loads the inverse (the backward's
-recompute): 65% of A2's UB at chunk 64, estimated 952 -> 524 us at Kimi Linear's layer (32: 21%)."""
+recompute): 65% of A2's UB at chunk 64, estimated 952 -> 524 us at Kimi Linear's layer (32: 21%); with
+the inverse read again at each product (``RELOAD_AI``, 2026-12-07) 61% and 394 us (cross-core waits per
+core 366 -> 180)."""
 
 
 def _bk(K: int, npu: int = NPU_BK) -> int:
@@ -238,6 +243,7 @@ def _kda_wy_fwd_task(
     H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr,
     BT: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr,
     DOT_PRECISION: tl.constexpr, AI_MODE: tl.constexpr, IS_VARLEN: tl.constexpr, F32_CHAIN: tl.constexpr,
+    RELOAD_AI: tl.constexpr,
 ):
     i_c = i_task // HV
     i_hv = i_task % HV
@@ -255,15 +261,19 @@ def _kda_wy_fwd_task(
         if AI_MODE != "none":  # "store", "invert": the inverse replaces Akk in its buffer
             tl.store(Akk + p_A, b_Ai, mask=m_t[:, None])
     if AI_MODE != "invert":  # "invert" stops here; a "load" launch computes w and u
-        _kda_wy_fwd_wu(b_Ai, k, v, g_cum, beta_t, w, u, t0, o_t, m_t, i_h, i_hv, TT, H, HV, K, V, BT, BK, BV,
-                       F32_CHAIN)
+        _kda_wy_fwd_wu(b_Ai, Akk, p_A, k, v, g_cum, beta_t, w, u, t0, o_t, m_t, i_h, i_hv, TT, H, HV, K, V, BT,
+                       BK, BV, F32_CHAIN, RELOAD_AI)
 
 
 @triton.jit
-def _kda_wy_fwd_wu(b_Ai, k, v, g_cum, beta_t, w, u, t0, o_t, m_t, i_h, i_hv, TT,
+def _kda_wy_fwd_wu(b_Ai, Ai, p_A, k, v, g_cum, beta_t, w, u, t0, o_t, m_t, i_h, i_hv, TT,
                    H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr,
-                   BT: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr, F32_CHAIN: tl.constexpr):
-    """``w = Ai (beta exp(G) k)`` and ``u = Ai (beta v)`` of one chunk and value head."""
+                   BT: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr, F32_CHAIN: tl.constexpr,
+                   RELOAD_AI: tl.constexpr):
+    """``w = Ai (beta exp(G) k)`` and ``u = Ai (beta v)`` of one chunk and value head: from the tile
+    ``b_Ai``, or with ``RELOAD_AI`` from the stored inverse (``Ai + p_A``, float32) read again at
+    each product, which on an NPU reaches the cube without passing the vector cores
+    (docs/ascend-rules.md R13)."""
     b_beta = tl.load(beta_t + tl.cast(i_hv, tl.int64) * TT + t0 + o_t, mask=m_t, other=0.0)  # [BT]
     b_Ai_k = b_Ai.to(k.dtype.element_ty)
     for i_k in range(tl.cdiv(K, BK)):
@@ -272,7 +282,9 @@ def _kda_wy_fwd_wu(b_Ai, k, v, g_cum, beta_t, w, u, t0, o_t, m_t, i_h, i_hv, TT,
         b_k = tl.load(k + (t0 + o_t)[:, None] * (H * K) + i_h * K + o_k[None, :], mask=m_tk, other=0.0)
         b_G = tl.load(g_cum + (t0 + o_t)[:, None] * (HV * K) + i_hv * K + o_k[None, :], mask=m_tk, other=0.0)
         b_x = b_k.to(tl.float32) * masked_exp(b_G, m_tk) * b_beta[:, None]
-        if F32_CHAIN:  # A5 at chunk 16 / 16-wide V blocks: the inverse (dot results) stays float32
+        if RELOAD_AI:
+            b_w = tl.dot(tl.load(Ai + p_A, mask=m_t[:, None], other=0.0), b_x)
+        elif F32_CHAIN:  # A5 at chunk 16 / 16-wide V blocks: the inverse (dot results) stays float32
             b_w = tl.dot(dot_operand(b_Ai), b_x)
         else:
             b_w = tl.dot(dot_operand(b_Ai_k), b_x.to(k.dtype.element_ty))
@@ -284,7 +296,9 @@ def _kda_wy_fwd_wu(b_Ai, k, v, g_cum, beta_t, w, u, t0, o_t, m_t, i_h, i_hv, TT,
         m_tv = m_t[:, None] & (o_v < V)[None, :]
         p_v = (t0 + o_t)[:, None] * (HV * V) + i_hv * V + o_v[None, :]
         b_v = tl.load(v + p_v, mask=m_tv, other=0.0)
-        if F32_CHAIN:
+        if RELOAD_AI:
+            b_u = tl.dot(tl.load(Ai + p_A, mask=m_t[:, None], other=0.0), b_v.to(tl.float32) * b_beta[:, None])
+        elif F32_CHAIN:
             b_u = tl.dot(dot_operand(b_Ai), b_v.to(tl.float32) * b_beta[:, None])
         else:
             b_u = tl.dot(dot_operand(b_Ai_v), (b_v.to(tl.float32) * b_beta[:, None]).to(v.dtype.element_ty))
@@ -297,18 +311,19 @@ def kda_wy_fwd_kernel(
     H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr,
     BT: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr,
     DOT_PRECISION: tl.constexpr, AI_MODE: tl.constexpr, IS_VARLEN: tl.constexpr, TASK_LOOP: tl.constexpr,
-    F32_CHAIN: tl.constexpr = False,
+    F32_CHAIN: tl.constexpr = False, RELOAD_AI: tl.constexpr = False,
 ):
     """``Ai = (I + Akk)^-1`` (stored over ``Akk`` with ``AI_MODE = "store"``, read from there with
     ``"load"``), ``w`` and ``u`` of one chunk and value head (module doc); ``"invert"`` stores the
-    inverse over ``Akk`` and computes no ``w``, ``u``."""
+    inverse over ``Akk`` and computes no ``w``, ``u``. ``RELOAD_AI`` (the NPU form, ``"load"`` only):
+    each product reads the stored inverse again (:func:`_kda_wy_fwd_wu`)."""
     if TASK_LOOP:
         for i_task in tl.range(tl.program_id(0), n_tasks, n_programs):
             _kda_wy_fwd_task(i_task, k, v, g_cum, beta_t, Akk, w, u, chunk_indices, cu_seqlens, T, NT, TT,
-                             H, HV, K, V, BT, BK, BV, DOT_PRECISION, AI_MODE, IS_VARLEN, F32_CHAIN)
+                             H, HV, K, V, BT, BK, BV, DOT_PRECISION, AI_MODE, IS_VARLEN, F32_CHAIN, RELOAD_AI)
     else:
         _kda_wy_fwd_task(tl.program_id(0), k, v, g_cum, beta_t, Akk, w, u, chunk_indices, cu_seqlens, T, NT, TT,
-                         H, HV, K, V, BT, BK, BV, DOT_PRECISION, AI_MODE, IS_VARLEN, F32_CHAIN)
+                         H, HV, K, V, BT, BK, BV, DOT_PRECISION, AI_MODE, IS_VARLEN, F32_CHAIN, RELOAD_AI)
 
 
 def kda_wy_fwd(k, v, g_cum, beta_t, Akk, chunk_size, n_chunks, chunk_indices=None, cu_seqlens=None,
@@ -339,7 +354,7 @@ def kda_wy_fwd(k, v, g_cum, beta_t, Akk, chunk_size, n_chunks, chunk_indices=Non
             n_programs=plan.n_programs, H=H, HV=HV, K=K, V=V, BT=chunk_size, BK=_bk(K, npu_block), BV=BV,
             DOT_PRECISION=dot_precision("wy_fwd", k.dtype), AI_MODE=mode, IS_VARLEN=cu_seqlens is not None,
             TASK_LOOP=plan.task_loop, F32_CHAIN=f32_dot_chain(chunk_size, BV, dot_dim(K)),
-            **launch_options(num_warps=4),
+            RELOAD_AI=backend.device_type() == "npu" and mode == "load", **launch_options(num_warps=4),
         )
     return w, u
 
@@ -556,12 +571,14 @@ def _kda_intra_bwd_task(
     # rows of the sub-chunk ([16, BT]) and its columns ([BT, 16]) of the gradients of Akk (without
     # beta) and Aqk (without scale)
     p_row = (t0 + o_i)[:, None] * (HV * BT) + i_hv * BT + o_a[None, :]
-    b_Pkk = tl.load(dAkk + p_row, mask=m_i[:, None] & m_a[None, :], other=0.0)
-    b_Pqk = tl.load(dAqk + p_row, mask=m_i[:, None] & m_a[None, :], other=0.0) * scale
+    m_row = m_i[:, None] & m_a[None, :]
     p_col = (t0 + o_a)[:, None] * (HV * BT) + i_hv * BT + o_i[None, :]
     m_col = m_a[:, None] & m_i[None, :] & (o_a >= r0 + 16)[:, None]  # rows of later sub-chunks
-    b_Ckk = tl.load(dAkk + p_col, mask=m_col, other=0.0) * b_beta_a[:, None]
-    b_Cqk = tl.load(dAqk + p_col, mask=m_col, other=0.0) * scale
+    if not DIAG_BLOCK:  # loaded once (the NPU form reads them at each K block)
+        b_Pkk = tl.load(dAkk + p_row, mask=m_row, other=0.0)
+        b_Pqk = tl.load(dAqk + p_row, mask=m_row, other=0.0) * scale
+        b_Ckk = tl.load(dAkk + p_col, mask=m_col, other=0.0) * b_beta_a[:, None]
+        b_Cqk = tl.load(dAqk + p_col, mask=m_col, other=0.0) * scale
     b_db = tl.zeros([16], dtype=tl.float32)
     for i_k in range(tl.cdiv(K, BK)):
         o_k = i_k * BK + tl.arange(0, BK)
@@ -583,33 +600,44 @@ def _kda_intra_bwd_task(
         m_before = (m_a & (o_a < r0))[:, None] & m_k[None, :]
         b_kb = b_ka * masked_exp(b_gn[None, :] - b_Ga, m_before)
         b_fi = masked_exp(b_Gi - b_gn[None, :], m_ik)
-        b_rkk = wy_dot(dot_operand(b_Pkk), b_kb, dt, DOT_PRECISION) * b_fi  # [16, BK]
-        b_rqk = wy_dot(dot_operand(b_Pqk), b_kb, dt, DOT_PRECISION) * b_fi
+        if DIAG_BLOCK:  # the dA tiles straight from memory into the dots, scale and beta on the other operands
+            b_rkk = wy_dot(tl.load(dAkk + p_row, mask=m_row, other=0.0), b_kb, dt, DOT_PRECISION) * b_fi  # [16, BK]
+            b_rqk = wy_dot(tl.load(dAqk + p_row, mask=m_row, other=0.0), b_kb, dt, DOT_PRECISION) * (b_fi * scale)
+        else:
+            b_rkk = wy_dot(dot_operand(b_Pkk), b_kb, dt, DOT_PRECISION) * b_fi  # [16, BK]
+            b_rqk = wy_dot(dot_operand(b_Pqk), b_kb, dt, DOT_PRECISION) * b_fi
         # column side, later sub-chunks: sum_i P_ij x_i exp(G_i - G_j) = exp(G_m - G_j) (P^T (x exp(G - G_m)))_j
         m_after = (m_a & (o_a > r1))[:, None] & m_k[None, :]
         b_ea = masked_exp(b_Ga - b_gm[None, :], m_after)
         b_fj = masked_exp(b_gm[None, :] - b_Gi, m_ik)
-        b_ckk = wy_dot(tl.trans(b_Ckk), b_ka * b_ea, dt, DOT_PRECISION)
-        b_cqk = wy_dot(tl.trans(b_Cqk), b_qa * b_ea, dt, DOT_PRECISION)
+        if DIAG_BLOCK:
+            b_ckk = wy_dot(tl.trans(tl.load(dAkk + p_col, mask=m_col, other=0.0)), b_ka * b_ea * b_beta_a[:, None],
+                           dt, DOT_PRECISION)
+            b_cqk = wy_dot(tl.trans(tl.load(dAqk + p_col, mask=m_col, other=0.0)), b_qa * b_ea * scale, dt,
+                           DOT_PRECISION)
+        else:
+            b_ckk = wy_dot(tl.trans(b_Ckk), b_ka * b_ea, dt, DOT_PRECISION)
+            b_cqk = wy_dot(tl.trans(b_Cqk), b_qa * b_ea, dt, DOT_PRECISION)
         b_col = (b_ckk + b_cqk) * b_fj  # [16, BK]
-        for jj in range(0 if DIAG_BLOCK else 16):  # the diagonal block: token j = r0 + jj (else after the loop)
-            j = r0 + jj
-            t_j = t0 + tl.minimum(j, n_t - 1)  # a token past the end only meets masked rows
-            b_kj = tl.load(k + t_j * (H * K) + i_h * K + o_k, mask=m_k, other=0.0).to(tl.float32)  # [BK]
-            b_gj = tl.load(g_cum + t_j * (HV * K) + i_hv * K + o_k, mask=m_k, other=0.0)
-            m_ge = m_i & (o_i >= j)
-            m_gt = m_i & (o_i > j)
-            b_e = masked_exp(b_Gi - b_gj[None, :], m_ge[:, None])  # [16, BK]
-            m_cj = (o_a == j)[None, :]
-            b_pkk = tl.sum(tl.where(m_cj, b_Pkk, 0.0), 1)  # [16]: column j of the rows
-            b_pqk = tl.sum(tl.where(m_cj, b_Pqk, 0.0), 1)
-            b_pkk = tl.where(m_gt, b_pkk, 0.0)
-            b_pqk = tl.where(m_ge, b_pqk, 0.0)
-            b_rkk += b_pkk[:, None] * b_e * b_kj[None, :]
-            b_rqk += b_pqk[:, None] * b_e * b_kj[None, :]
-            # token j as a column: sum over the sub-chunk's rows i
-            b_cj = tl.sum((b_pkk * b_beta_i)[:, None] * b_e * b_ki + b_pqk[:, None] * b_e * b_qi, 0)  # [BK]
-            b_col += tl.where((o_s == jj)[:, None], b_cj[None, :], 0.0)
+        if not DIAG_BLOCK:  # the diagonal block, column by column (the NPU form: after the loop)
+            for jj in range(16):  # token j = r0 + jj
+                j = r0 + jj
+                t_j = t0 + tl.minimum(j, n_t - 1)  # a token past the end only meets masked rows
+                b_kj = tl.load(k + t_j * (H * K) + i_h * K + o_k, mask=m_k, other=0.0).to(tl.float32)  # [BK]
+                b_gj = tl.load(g_cum + t_j * (HV * K) + i_hv * K + o_k, mask=m_k, other=0.0)
+                m_ge = m_i & (o_i >= j)
+                m_gt = m_i & (o_i > j)
+                b_e = masked_exp(b_Gi - b_gj[None, :], m_ge[:, None])  # [16, BK]
+                m_cj = (o_a == j)[None, :]
+                b_pkk = tl.sum(tl.where(m_cj, b_Pkk, 0.0), 1)  # [16]: column j of the rows
+                b_pqk = tl.sum(tl.where(m_cj, b_Pqk, 0.0), 1)
+                b_pkk = tl.where(m_gt, b_pkk, 0.0)
+                b_pqk = tl.where(m_ge, b_pqk, 0.0)
+                b_rkk += b_pkk[:, None] * b_e * b_kj[None, :]
+                b_rqk += b_pqk[:, None] * b_e * b_kj[None, :]
+                # token j as a column: sum over the sub-chunk's rows i
+                b_cj = tl.sum((b_pkk * b_beta_i)[:, None] * b_e * b_ki + b_pqk[:, None] * b_e * b_qi, 0)  # [BK]
+                b_col += tl.where((o_s == jj)[:, None], b_cj[None, :], 0.0)
         # Akk_ij = beta_i (sum_c k_ic k_jc exp(G_ic - G_jc)): the row side carries beta_i
         b_db += tl.sum(b_ki * b_rkk, 1)
         b_dq = b_rqk
@@ -637,8 +665,10 @@ def kda_intra_bwd_kernel(
     DOT_PRECISION: tl.constexpr, IS_VARLEN: tl.constexpr, TASK_LOOP: tl.constexpr, DIAG_BLOCK: tl.constexpr = False,
 ):
     """Gradients through ``Akk`` and ``Aqk`` of one 16-token sub-chunk (its rows and its
-    columns), added in place to ``dq``, ``dk``, ``dG`` and ``dbeta_t``; with ``DIAG_BLOCK`` the
-    diagonal block in a pass of its own after the loop (:func:`_kda_intra_bwd_diag_block`)."""
+    columns), added in place to ``dq``, ``dk``, ``dG`` and ``dbeta_t``; with ``DIAG_BLOCK`` (the NPU
+    form) the diagonal block in a pass of its own after the loop (:func:`_kda_intra_bwd_diag_block`),
+    and the loop's dots read their ``dAkk`` / ``dAqk`` tiles from memory at each K block, with
+    ``scale`` and ``beta`` applied to the other operands (docs/ascend-rules.md R13)."""
     if TASK_LOOP:
         for i_task in tl.range(tl.program_id(0), n_tasks, n_programs):
             _kda_intra_bwd_task(i_task, q, k, g_cum, beta_t, dAqk, dAkk, dq, dk, dG, dbeta_t, chunk_indices,

@@ -37,6 +37,7 @@ def _kda_fwd_o_task(
     i_task, q, v_new, g_cum, h, Aqk, o, chunk_indices, cu_seqlens, scale, T, NT,
     H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr,
     BT: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr, IS_VARLEN: tl.constexpr, F32_CHAIN: tl.constexpr,
+    ONE_ACC: tl.constexpr,
 ):
     NV = tl.cdiv(V, BV)
     i_c = i_task // (HV * NV)
@@ -57,15 +58,23 @@ def _kda_fwd_o_task(
         m_tk = m_t[:, None] & m_k[None, :]
         b_q = tl.load(q + (t0 + o_t)[:, None] * (H * K) + i_h * K + o_k[None, :], mask=m_tk, other=0.0)
         b_G = tl.load(g_cum + (t0 + o_t)[:, None] * (HV * K) + i_hv * K + o_k[None, :], mask=m_tk, other=0.0)
-        b_qg = (b_q.to(tl.float32) * masked_exp(b_G, m_tk)).to(b_q.dtype)
+        b_qg = b_q.to(tl.float32) * masked_exp(b_G, m_tk)
+        if ONE_ACC:
+            b_qg = b_qg * scale
         b_h = tl.load(h + state + o_k[:, None] * V + o_v[None, :], mask=m_k[:, None] & m_v[None, :], other=0.0)
-        b_o += tl.dot(b_qg, b_h.to(b_q.dtype))
+        b_o += tl.dot(b_qg.to(b_q.dtype), b_h.to(b_q.dtype))
     p_A = (t0 + o_t)[:, None] * (HV * BT) + i_hv * BT + o_t[None, :]
-    b_A = tl.load(Aqk + p_A, mask=m_t[:, None], other=0.0)
     m_tv = m_t[:, None] & m_v[None, :]
     p_v = (t0 + o_t)[:, None] * (HV * V) + i_hv * V + o_v[None, :]
     b_vn = tl.load(v_new + p_v, mask=m_tv, other=0.0)
-    b_o = b_o * scale + dot_chained(b_A, b_vn, F32_CHAIN)  # F32_CHAIN: A5 at chunk 16 / 16-wide V blocks
+    if ONE_ACC:  # the second product accumulates onto the first (scale is in q exp(G))
+        if F32_CHAIN:  # A5 at chunk 16 / 16-wide V blocks
+            b_o = tl.dot(tl.load(Aqk + p_A, mask=m_t[:, None], other=0.0), b_vn.to(tl.float32), b_o)
+        else:
+            b_o = tl.dot(tl.load(Aqk + p_A, mask=m_t[:, None], other=0.0).to(b_vn.dtype), b_vn, b_o)
+    else:
+        b_A = tl.load(Aqk + p_A, mask=m_t[:, None], other=0.0)
+        b_o = b_o * scale + dot_chained(b_A, b_vn, F32_CHAIN)  # F32_CHAIN: A5 at chunk 16 / 16-wide V blocks
     tl.store(o + p_v, b_o.to(o.dtype.element_ty), mask=m_tv)
 
 
@@ -74,16 +83,22 @@ def kda_fwd_o_kernel(
     q, v_new, g_cum, h, Aqk, o, chunk_indices, cu_seqlens, scale, T, NT, n_tasks, n_programs,
     H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr,
     BT: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr, IS_VARLEN: tl.constexpr, TASK_LOOP: tl.constexpr,
-    F32_CHAIN: tl.constexpr = False,
+    F32_CHAIN: tl.constexpr = False, ONE_ACC: tl.constexpr = False,
 ):
-    """Output of one chunk, value head and ``BV`` slice (module doc)."""
+    """Output of one chunk, value head and ``BV`` slice (module doc).
+
+    ``ONE_ACC`` (the NPU form): ``scale`` multiplies ``q exp(G)`` before the first product and the
+    second product (``Aqk v'``) accumulates onto the first, so no vector operation touches the
+    accumulator between the two dots; on Ascend one would send it through the vector cores and back
+    (Ascend910B2, Kimi Linear's layer B1 T4096 H32, 2026-12-07: cross-core waits per core 374 -> 180,
+    estimated 559 -> 394 us, UB 68% -> 52%; docs/ascend-rules.md R13)."""
     if TASK_LOOP:
         for i_task in tl.range(tl.program_id(0), n_tasks, n_programs):
             _kda_fwd_o_task(i_task, q, v_new, g_cum, h, Aqk, o, chunk_indices, cu_seqlens, scale, T, NT,
-                            H, HV, K, V, BT, BK, BV, IS_VARLEN, F32_CHAIN)
+                            H, HV, K, V, BT, BK, BV, IS_VARLEN, F32_CHAIN, ONE_ACC)
     else:
         _kda_fwd_o_task(tl.program_id(0), q, v_new, g_cum, h, Aqk, o, chunk_indices, cu_seqlens, scale, T, NT,
-                        H, HV, K, V, BT, BK, BV, IS_VARLEN, F32_CHAIN)
+                        H, HV, K, V, BT, BK, BV, IS_VARLEN, F32_CHAIN, ONE_ACC)
 
 
 def kda_fwd_o(q, v_new, g_cum, h, Aqk, scale, chunk_size, n_chunks, chunk_indices=None, cu_seqlens=None):
@@ -105,7 +120,7 @@ def kda_fwd_o(q, v_new, g_cum, h, Aqk, scale, chunk_size, n_chunks, chunk_indice
         scale=scale, T=T, NT=cdiv(T, chunk_size), n_tasks=n_tasks, n_programs=plan.n_programs,
         H=H, HV=HV, K=K, V=V, BT=chunk_size, BK=min(widest[0], dot_dim(K)), BV=BV,
         IS_VARLEN=cu_seqlens is not None, TASK_LOOP=plan.task_loop,
-        F32_CHAIN=f32_dot_chain(chunk_size, BV, dot_dim(K)),
+        F32_CHAIN=f32_dot_chain(chunk_size, BV, dot_dim(K)), ONE_ACC=backend.device_type() == "npu",
         **launch_options(num_warps=4),
     )
     return o
