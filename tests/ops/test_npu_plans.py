@@ -44,10 +44,10 @@ def _leaves(inputs: dict) -> dict:
     ("Ascend910_9599", 32, 256, 64), ("Ascend910_9599", 64, 16, 64)])
 @pytest.mark.parametrize("varlen", [None, [0, 50, 50, 128]])
 def test_chunk_gated_delta_rule_npu_plan(K, V, varlen, chip, chunk_size):
-    """Ascend910B2 at chunk 64 (the estimate-chosen tiles) and Ascend910_9599 at chunk 16 and with
-    16-wide V blocks (the float32 dot chains A5's compiler needs there, ``tiles.f32_dot_chain``), and
-    at K = 256 (the output stage's runtime K-block count) and K = 16 (16-wide K blocks: float32 dot
-    chains too)."""
+    """Ascend910B2 at chunk 64 (the estimate-chosen tiles) and Ascend910_9599 at chunk 16 (the
+    float32 dot chains A5's compiler needs there, ``tiles.f32_dot_chain``), at K = 256 (the output
+    stage's runtime K-block count) and at K = 16 and V = 16 (tiles of ``tiles.A5_MIN_DOT_DIM``, the
+    padding masked)."""
     inputs = make_inputs(1, 128, 1, 2, K, V, torch.float32, "cpu", varlen=varlen, requires_grad=True)
     ref = _leaves(inputs)
     with backend.use(_target(chip)):
@@ -64,13 +64,13 @@ def test_chunk_gated_delta_rule_npu_plan(K, V, varlen, chip, chunk_size):
 @pytest.mark.parametrize("chip,chunk_size,K,V,varlen", [
     ("Ascend910B2", 64, 128, 128, [0, 50, 50, 128]), ("Ascend910_9599", 16, 128, 64, None),
     ("Ascend910_9599", 64, 100, 16, None), ("Ascend910B2", 64, 100, 16, None),
-    ("Ascend910B2", 32, 60, 32, [0, 40, 128])])
+    ("Ascend910B2", 32, 60, 32, [0, 40, 128]), ("Ascend910_9599", 64, 16, 64, [0, 40, 128])])
 def test_chunk_kda_npu_plan(chip, chunk_size, K, V, varlen):
     """KDA's stages with an NPU target's plans (K blocks of 32, the gate tiles; the diagonal blocks
     as [16, 16, 8] products at chunk 32 and 64; the WY backward's 32-wide V blocks and, for one V
-    block, its runtime V-loop count) and, on Ascend910_9599 at chunk
-    16 and with 16-wide V blocks, the float32 dot chains (``tiles.f32_dot_chain``), against autograd
-    of the float64 recurrence."""
+    block, its runtime V-loop count) and, on Ascend910_9599, at chunk 16 the float32 dot chains
+    (``tiles.f32_dot_chain``) and at K = 16 and V = 16 tiles of ``tiles.A5_MIN_DOT_DIM``, against
+    autograd of the float64 recurrence."""
     gen = torch.Generator().manual_seed(0)
     N = len(varlen) - 1 if varlen else 1
     T, H, HV = 128, 1, 2

@@ -167,3 +167,17 @@ def test_dot_operand_is_a_copy_here(device):
     y = torch.empty_like(x)
     _dot_operand_kernel[(1,)](x, y, N=16)
     assert torch.signbit(y).any().item() == tiles.backend.is_cuda_compiled()
+
+
+@pytest.mark.parametrize("chip,n,want", [("Ascend910B2", 16, 16), ("Ascend910_9599", 16, 32), ("Ascend910_9599", 8, 32),
+                                         ("Ascend910_9599", 100, 128), ("Ascend910B2", 100, 128)])
+def test_dot_dim_a5_minimum(chip, n, want):
+    """dot_dim pads to a power of two, at least 16; on an A5 target at least A5_MIN_DOT_DIM (its
+    compiler aborts on 16-wide K blocks)."""
+    from fla_ascend.tiling.chips import get_chip
+
+    c = get_chip(chip)
+    with backend.use(_target("npu", False, c.cube_cores).replace(chip=c)):
+        assert tiles.dot_dim(n) == want
+    with backend.use(_target("cpu", True)):
+        assert tiles.dot_dim(n) == max(16, triton.next_power_of_2(n))

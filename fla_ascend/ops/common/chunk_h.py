@@ -219,7 +219,7 @@ def chunk_fwd_h(
             H=H, HV=HV, K=K, V=V, BT=chunk_size, BK=dot_dim(K), BV=BV,
             USE_INITIAL_STATE=initial_state is not None, STORE_FINAL_STATE=output_final_state,
             IS_VARLEN=cu_seqlens is not None, TASK_LOOP=plan.task_loop,
-            F32_CHAIN=f32_dot_chain(chunk_size, BV, dot_dim(K)),
+            F32_CHAIN=f32_dot_chain(chunk_size, BV),
             GK=gk, **options,
         )
 
@@ -368,7 +368,7 @@ def chunk_bwd_dh(
             H=H, HV=HV, K=K, V=V, BT=chunk_size, BK=dot_dim(K), BV=BV,
             USE_FINAL_STATE_GRADIENT=dht is not None, USE_INITIAL_STATE=need_dh0,
             IS_VARLEN=cu_seqlens is not None, TASK_LOOP=plan.task_loop,
-            F32_CHAIN=f32_dot_chain(chunk_size, BV, dot_dim(K)),
+            F32_CHAIN=f32_dot_chain(chunk_size, BV),
             GK=gk, **options,
         )
 

@@ -203,8 +203,8 @@ def dot_operand(x):
 def f32_dot_chain(*sizes: int) -> bool:
     """Whether a dot whose operand is another dot's float32 result keeps that operand in float32
     (casting the other operand up) instead of casting it down to the input dtype: on an A5 target
-    (``Ascend910_9599``) when one of the launch's ``sizes`` (the chunk size, the V block, the K
-    block) is 16, where bishengir-compile-a5 aborts on the cast-down chain (``PatternMatch.cpp:135``;
+    (``Ascend910_9599``) when one of the launch's ``sizes`` (the chunk size, the V block) is 16,
+    where bishengir-compile-a5 aborts on the cast-down chain (``PatternMatch.cpp:135``;
     tests/compiler/compiler_repros/dot_result_cast_dot.py). Everywhere else ``False``: the product
     runs in the input dtype as timed."""
     if backend.device_type() != "npu" or 16 not in sizes:
@@ -233,7 +233,23 @@ def dot_chained(a, b, F32_CHAIN: tl.constexpr):
     return r
 
 
+A5_MIN_DOT_DIM = 32
+"""Smallest :func:`dot_dim` on an A5 target (``Ascend910_9599``): bishengir-compile-a5 aborts
+(``PatternMatch.cpp:135``) on the 16-wide K blocks of ``K = 16`` in ``chunk_bwd_dh``, ``kda_fwd_o``
+and ``kda_intra_fwd`` also with float32 dot chains; with K and V tiles of at least 32 (the padding
+masked) the full matrix compiles
+(``fla-ascend check --full --no-default-chips --chip Ascend910_9599``, 2026-12-07: 96 aborts at
+``K = 16`` -> 0)."""
+
+
 def dot_dim(n: int) -> int:
     """Tile extent for a head dim ``n`` that enters ``tl.dot``: the next power of two, at least
-    16 (the smallest dot operand Triton accepts; masks cover the padding)."""
-    return max(16, next_pow2(n))
+    16 (the smallest dot operand Triton accepts), at least :data:`A5_MIN_DOT_DIM` on an A5 target;
+    masks cover the padding."""
+    least = 16
+    if backend.device_type() == "npu":
+        from fla_ascend.tiling.chips import get_chip
+
+        if get_chip().compile_on_910_95:
+            least = A5_MIN_DOT_DIM
+    return max(least, next_pow2(n))

@@ -428,7 +428,7 @@ def chunk_wy_fwd(
         plan = task_plan(n_chunks * HV, "cube")
         chunk_wy_fwd_kernel[plan.grid](
             **common, Ai=Ai, n_programs=plan.n_programs, BK=BK, BV=BV, AI_MODE=mode, TASK_LOOP=plan.task_loop,
-            F32_CHAIN=f32_dot_chain(chunk_size, BV, dot_dim(K)), PLAIN_BT16=backend.device_type() == "npu", **extra,
+            F32_CHAIN=f32_dot_chain(chunk_size, BV), PLAIN_BT16=backend.device_type() == "npu", **extra,
             **stage_launch("wy_fwd", s.get("multibuffer")))
 
     if not split:

@@ -353,7 +353,7 @@ def kda_wy_fwd(k, v, g_cum, beta_t, Akk, chunk_size, n_chunks, chunk_indices=Non
             cu_seqlens=cu_seqlens, T=T, NT=cdiv(T, chunk_size), TT=B * T, n_tasks=n_chunks * HV,
             n_programs=plan.n_programs, H=H, HV=HV, K=K, V=V, BT=chunk_size, BK=_bk(K, npu_block), BV=BV,
             DOT_PRECISION=dot_precision("wy_fwd", k.dtype), AI_MODE=mode, IS_VARLEN=cu_seqlens is not None,
-            TASK_LOOP=plan.task_loop, F32_CHAIN=f32_dot_chain(chunk_size, BV, dot_dim(K)),
+            TASK_LOOP=plan.task_loop, F32_CHAIN=f32_dot_chain(chunk_size, BV),
             RELOAD_AI=backend.device_type() == "npu" and mode == "load", **launch_options(num_warps=4),
         )
     return w, u

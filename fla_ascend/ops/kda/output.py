@@ -120,7 +120,7 @@ def kda_fwd_o(q, v_new, g_cum, h, Aqk, scale, chunk_size, n_chunks, chunk_indice
         scale=scale, T=T, NT=cdiv(T, chunk_size), n_tasks=n_tasks, n_programs=plan.n_programs,
         H=H, HV=HV, K=K, V=V, BT=chunk_size, BK=min(widest[0], dot_dim(K)), BV=BV,
         IS_VARLEN=cu_seqlens is not None, TASK_LOOP=plan.task_loop,
-        F32_CHAIN=f32_dot_chain(chunk_size, BV, dot_dim(K)), ONE_ACC=backend.device_type() == "npu",
+        F32_CHAIN=f32_dot_chain(chunk_size, BV), ONE_ACC=backend.device_type() == "npu",
         **launch_options(num_warps=4),
     )
     return o
