@@ -162,10 +162,12 @@ def test_fused_recurrent_kda_gpu_bf16(case, device, nan_empty):
 
 
 @pytest.mark.parametrize("case", [pytest.param(c, id=c.id) for c in (
-    Case(2, 3, 2, 4, 256, 100, gate="lb"), Case(1, 6, 1, 2, 60, 128, gate="kernel", varlen=(0, 2, 6)))])
+    Case(2, 3, 2, 4, 256, 100, gate="lb"), Case(1, 6, 1, 2, 60, 128, gate="kernel", varlen=(0, 2, 6)),
+    Case(1, 3, 1, 1, 256, 256, gate="lb", state_v_first=True))])
 def test_npu_plan(case, nan_empty):
     """The Ascend910B2 launch plan (the UB-fitted ``BV`` with the per-row gate's tiles, the vector
-    core count, ``multibuffer=False``), run under the interpreter."""
+    core count, ``multibuffer=False``), run under the interpreter; a V-first state at K = V = 256
+    takes ``BV = 8`` (its tiles did not fit the UB model before)."""
     if not backend.is_interpreter():
         pytest.skip("the NPU plan is run under the interpreter here")
     from fla_ascend.tiling.chips import get_chip

@@ -177,10 +177,11 @@ RECURRENT_TILES = [
     Tile(("BK",), "fp32", "q"), Tile(("BK",), "fp32", "k"), Tile(("BV",), "fp32", "v"), Tile(("BV",), "fp32", "o"),
     Tile((128,), "fp32", "scalars: g, beta, norms, one-element reductions"),
     Tile((60, "BV"), "fp32", "per-step [BV] temporaries (31776 B planned at BK = 16, BV = 64)"),
-    # a V-first state (with gk, gv: the registry's one scenario of these flags) plans 168608 B at BK 128, BV 32 and
-    # 175652 B at BV 64: more than its BV share; fitted as two transposed [BK, BV] tiles and a [BK, BK] scratch
-    Tile(("2 * STATE_V_FIRST", "BK", "BV"), "fp32", "the transposed state tiles of a V-first state"),
-    Tile(("STATE_V_FIRST", "BK", "BK"), "fp32", "the on-chip transposes' scratch"),
+    # a V-first state plans about nine [BK, BV] fp32 tiles and 42 [BK] vectors (Ascend910B2, lower-bound gate,
+    # 2026-12-07: 159200 B at BK 64, BV 64; 169312 B at BK 128, BV 32; 116128 B at BK 256, BV 8 and 189984 B at
+    # BV 16), fitted as five more [BK, BV] tiles (the transposed state and its staging) and the vectors
+    Tile(("5 * STATE_V_FIRST", "BK", "BV"), "fp32", "a V-first state's transposed and staged tiles"),
+    Tile(("42 * STATE_V_FIRST", "BK"), "fp32", "a V-first state's per-key vectors"),
     Tile(("USE_GK", "BK"), "fp32", "gk row decays"), Tile(("USE_GV", "BV"), "fp32", "gv column decays"),
     Tile(("4 * GATE_GK", "BK"), "fp32", "the per-row gate activation: dt_bias row, softplus or sigmoid temporaries"),
 ]
