@@ -195,3 +195,24 @@ def test_finding_severities(chip, strict_a5, plan_severity):
     facts = ModuleFacts(core_type="AIV", planned_bytes={"ub": spec.ub_bytes})
     compiled._apply(full, CompileResult(ok=True, chip=chip, facts=facts), spec, strict_a5)
     assert [(f["code"], f["severity"]) for f in full.findings] == [("ub_headroom", plan_severity)]
+
+
+@pytest.mark.parametrize("model_share,plan_share,severity", [
+    (0.4, 0.6, "info"),     # model below a plan that leaves the headroom: the compiler may have spent free UB
+    (0.8, 0.95, "error"),   # model below a plan over the headroom
+    (0.9, 0.5, "error"),    # model far above the plan
+    (0.55, 0.5, None)])
+def test_model_vs_plan_finding(model_share, plan_share, severity):
+    """``ub_model_vs_plan``: an error for a model above MODEL_MAX_RATIO x the plan or below a plan
+    over the UB headroom; info for a model below a plan that leaves the headroom free."""
+    from fla_ascend.check import compiled
+    from fla_ascend.check.runner import CaseResult
+    from fla_ascend.compiler.bishengir import CompileResult, ModuleFacts
+    from fla_ascend.tiling.chips import get_chip
+
+    spec = get_chip("Ascend910B2")
+    r = CaseResult(kernel="m.k", config="c", chip=spec.name, model_bytes=int(model_share * spec.ub_bytes))
+    facts = ModuleFacts(core_type="AIV", planned_bytes={"ub": int(plan_share * spec.ub_bytes)})
+    compiled._apply(r, CompileResult(ok=True, chip=spec.name, facts=facts), spec, False)
+    got = [f["severity"] for f in r.findings if f["code"] == "ub_model_vs_plan"]
+    assert got == ([severity] if severity else [])

@@ -39,12 +39,13 @@ def _leaves(inputs: dict) -> dict:
 
 
 @pytest.mark.parametrize("chip,chunk_size,K,V", [
-    ("Ascend910B2", 64, 128, 128), ("Ascend910B2", 64, 64, 100),
+    ("Ascend910B2", 64, 128, 128), ("Ascend910B2", 64, 64, 100), ("Ascend910B2", 32, 128, 128),
     ("Ascend910_9599", 16, 128, 128), ("Ascend910_9599", 16, 64, 100), ("Ascend910_9599", 64, 100, 16),
     ("Ascend910_9599", 32, 256, 64), ("Ascend910_9599", 64, 16, 64)])
 @pytest.mark.parametrize("varlen", [None, [0, 50, 50, 128]])
 def test_chunk_gated_delta_rule_npu_plan(K, V, varlen, chip, chunk_size):
-    """Ascend910B2 at chunk 64 (the estimate-chosen tiles) and Ascend910_9599 at chunk 16 (the
+    """Ascend910B2 at chunk 64 (the estimate-chosen tiles) and 32 (the WY stages' capped K blocks,
+    ``wy.NPU_WY_FWD_BK``, ``wy.NPU_WY_BWD_BK``), Ascend910_9599 at chunk 16 (the
     float32 dot chains A5's compiler needs there, ``tiles.f32_dot_chain``), at K = 256 (the output
     stage's runtime K-block count) and at K = 16 and V = 16 (tiles of ``tiles.A5_MIN_DOT_DIM``, the
     padding masked)."""

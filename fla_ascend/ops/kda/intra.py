@@ -63,7 +63,7 @@ core 1158k -> 171k, the stage 21237 -> 13322 us (now bound by its 10.6k cross-co
 154336 -> 163520 B (83%). At chunk 16, where the whole stage is the diagonal block, the same form
 planned 97% of UB (the column loop: 72%), so it keeps the loop. In the same form the loop's dots take
 their ``dA`` tiles straight from memory (2026-12-07, same shape): cross-core waits per core 10609 ->
-9580, 13322 -> 12513 us, UB 83% -> 78%. With K blocks of 64 as well the stage would be 8242 us (4792
+9580, 13322 -> 12513 us, UB 83% -> 76%. With K blocks of 64 as well the stage would be 8242 us (4792
 waits), but it plans 99% of UB."""
 NPU_BWD_DIAG_BK = tl.constexpr(16)
 """The K block of the intra backward's diagonal ``[16, 16, NPU_BWD_DIAG_BK]`` products on an NPU:
