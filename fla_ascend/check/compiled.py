@@ -30,7 +30,7 @@ generator and later kernel edits need room)."""
 
 MODEL_MAX_RATIO = 1.3
 """The UB model should satisfy ``plan <= model <= MODEL_MAX_RATIO x plan`` (it picks tiles for NPU
-launch plans: far above the plan it wastes UB, below it it could let a tile overflow). A model below
+launch plans: far above the plan it wastes UB, below the plan it could let a tile overflow). A model below
 a plan that leaves :data:`UB_HEADROOM` free is reported as ``info``: there bishengir-compile spends
 free UB on more buffers than the tiles need, so the plan is no measure of the need. The fused
 recurrence plans 123360 B at ``K = 64, BV = 64`` and 133540 B at ``K = 128, BV = 64`` (half the tile

@@ -353,19 +353,20 @@ def chunk_wy_diag_inverse_kernel(Ai, chunk_indices, cu_seqlens, T, NT, n_tasks, 
         _chunk_wy_diag_inverse_task(tl.program_id(0), Ai, chunk_indices, cu_seqlens, T, NT, HV, BT, IS_VARLEN)
 
 
+NPU_WY_FWD_BK_CANDIDATES = (128, 64, 32)
+"""``BK`` candidates of :func:`chunk_wy_fwd` on an NPU (the UB model picks the largest that fits)."""
 NPU_WY_FWD_BK = MappingProxyType({32: (64, 32)})
 """``BK`` candidates of :func:`chunk_wy_fwd` on an NPU when it computes the inverse (``AI_MODE``
-``"none"`` / ``"store"``), by chunk size (otherwise 128, 64, 32; the UB model picks the largest that
-fits). At chunk 32 the model's pick of 128 plans 182656-194944 B (93-99% of Ascend910B2's UB) for
-``K >= 100`` with ``V >= 64``, where the model is 0.86-0.92 of the plan; with at most 64 every chunk-32
-launch plans at most 170368 B (87%; ``fla-ascend check --full --kernels chunk_wy_fwd_kernel``,
-2026-12-07)."""
+``"none"`` / ``"store"``), by chunk size (otherwise :data:`NPU_WY_FWD_BK_CANDIDATES`). At chunk 32
+the model's pick of 128 plans 182656-194944 B (93-99% of Ascend910B2's UB) for ``K >= 100`` with
+``V >= 64``, where the model is 0.86-0.92 of the plan; with at most 64 every chunk-32 launch plans at
+most 170368 B (87%; ``fla-ascend check --full --kernels chunk_wy_fwd_kernel``, 2026-12-07)."""
 NPU_WY_BWD_BK = MappingProxyType({32: (32,)})
-"""``BK`` candidates of :func:`chunk_wy_bwd` on an NPU, by chunk size (otherwise 64, 32; chunk 64
-takes :data:`NPU_WY_BWD_TILE`). At chunk 32 the UB model's pick of 64 plans 183584-186016 B (93-95% of
-Ascend910B2's UB) for ``K >= 64`` with ``V >= 64`` (with ``BV`` capped at 32 as well: up to 95%); at 32
-every chunk-32 launch plans at most 162464 B (83%; ``fla-ascend check --full --kernels
-chunk_wy_bwd_kernel``, 2026-12-07)."""
+"""``BK`` candidates of :func:`chunk_wy_bwd` on an NPU, by chunk size (otherwise 64 and 32, the UB
+model picking; chunk 64 takes :data:`NPU_WY_BWD_TILE`). At chunk 32 the model's pick of 64 plans
+183584-186016 B (93-95% of Ascend910B2's UB) for ``K >= 64`` with ``V >= 64`` (with ``BV`` capped at
+32 as well: up to 95%); at 32 every chunk-32 launch plans at most 162464 B (83%; ``fla-ascend check
+--full --kernels chunk_wy_bwd_kernel``, 2026-12-07)."""
 
 NPU_SPLIT_INVERSE_CHUNKS = (64,)
 """Chunk sizes at which :func:`chunk_wy_fwd` computes the inverse in three launches on an NPU:
@@ -434,7 +435,9 @@ def chunk_wy_fwd(
                   IS_VARLEN=cu_seqlens is not None)
 
     def launch(mode, Ai, **extra):
-        bks = NPU_WY_FWD_BK.get(chunk_size, (128, 64, 32)) if mode in ("none", "store") else (128, 64, 32)
+        bks = NPU_WY_FWD_BK_CANDIDATES
+        if mode in ("none", "store"):
+            bks = NPU_WY_FWD_BK.get(chunk_size, bks)
         s = npu_tiles(WY_FWD_TILES, chunk_size, k, {"BK": list(bks)}, V=V, **wy_fwd_mode_sizes(mode)) or {}
         BK = min(s.get("BK", 64), dot_dim(K))
         BV = min(s.get("BK", 64), dot_dim(V))
