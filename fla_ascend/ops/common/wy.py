@@ -40,9 +40,15 @@ from fla_ascend.tiling.ub import Tile
 # (BT = 16, 32). The split launches at BT = 64 (A2, 2026-12-03): "kkt" 127872 B for BK 64 and 128, "blocks"
 # 102912 B at BK = BV = 64, 152064 B at 128, 109056 B at BK 128, BV 16.
 WY_FWD_TILES = [
-    Tile(("3 * AI_INV", "BT", "BT"), "fp32", "inverse: diagonal-block products"),
-    Tile(("AI_INV", "BT", "BK"), "fp32", "k block"),
-    Tile(("3 * AI_INV", "BT", "min(BK, max(16, next_pow2(V)))"), "fp32", "v, w / u blocks"),
+    # computing the inverse, double-buffered at BT >= 32 (``min(1, BT // 32)``) and single at BT = 16,
+    # where the plans match one copy (Ascend910B2, 2026-12-07: 29504-34624 B at K >= 64, V >= 64)
+    Tile(("3 * AI_INV * min(1, BT // 32)", "BT", "BT"), "fp32", "inverse: diagonal-block products"),
+    Tile(("AI_INV * min(1, BT // 32)", "BT", "BK"), "fp32", "k block"),
+    Tile(("3 * AI_INV * min(1, BT // 32)", "BT", "min(BK, max(16, next_pow2(V)))"), "fp32", "v, w / u blocks"),
+    Tile(("3 * AI_INV * (1 - min(1, BT // 32))", "BT", "BT"), "fp32", "BT = 16: diagonal products", buffered=False),
+    Tile(("AI_INV * (1 - min(1, BT // 32))", "BT", "BK"), "fp32", "BT = 16: k block", buffered=False),
+    Tile(("3 * AI_INV * (1 - min(1, BT // 32))", "BT", "min(BK, max(16, next_pow2(V)))"), "fp32",
+         "BT = 16: v, w / u blocks", buffered=False),
     Tile(("6 * AI_INV + AI_LOAD", "BT", "BT // 2"), "fp32", "A / Ai and the diagonal-block masks", buffered=False),
     Tile(("AI_LOAD", "BT", "BK // 2"), "fp32", "k block (inverse loaded)", buffered=False),
     Tile(("AI_LOAD", "BT", "min(BK, max(16, next_pow2(V)))"), "fp32", "v block (inverse loaded)", buffered=False),
