@@ -13,7 +13,15 @@ import triton.language as tl
 
 from fla_ascend import backend
 from fla_ascend.ops.common.chunk_index import chunk_bounds
-from fla_ascend.ops.common.tiles import dot_chained, dot_dim, dot_operand, f32_dot_chain, npu_tiles, stage_launch
+from fla_ascend.ops.common.tiles import (
+    a5_target,
+    dot_chained,
+    dot_dim,
+    dot_operand,
+    f32_dot_chain,
+    npu_tiles,
+    stage_launch,
+)
 from fla_ascend.tiling import task_plan
 from fla_ascend.tiling.chips import get_chip
 from fla_ascend.tiling.sizes import cdiv
@@ -151,7 +159,7 @@ def chunk_fwd_o(
         scale=scale, T=T, NT=cdiv(T, chunk_size), TT=B * T, n_tasks=n_tasks, n_programs=plan.n_programs,
         H=H, HV=HV, K=K, V=V, BT=chunk_size, BK=BK, BV=BV,
         IS_VARLEN=cu_seqlens is not None, TASK_LOOP=plan.task_loop, F32_CHAIN=f32_dot_chain(chunk_size),
-        NK=cdiv(K, BK), RUNTIME_NK=backend.device_type() == "npu" and get_chip().compile_on_910_95,
+        NK=cdiv(K, BK), RUNTIME_NK=a5_target(),
         **stage_launch("chunk_o", s.get("multibuffer")),
     )
     return o

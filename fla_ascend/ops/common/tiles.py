@@ -200,6 +200,16 @@ def dot_operand(x):
         return x
 
 
+def a5_target() -> bool:
+    """Whether the active target is an A5 NPU (``Ascend910_9599``: triton-ascend lowers with
+    ``compile_on_910_95``)."""
+    if backend.device_type() != "npu":
+        return False
+    from fla_ascend.tiling.chips import get_chip
+
+    return get_chip().compile_on_910_95
+
+
 def f32_dot_chain(*sizes: int) -> bool:
     """Whether a dot whose operand is another dot's float32 result keeps that operand in float32
     (casting the other operand up) instead of casting it down to the input dtype: on an A5 target
@@ -207,11 +217,7 @@ def f32_dot_chain(*sizes: int) -> bool:
     where bishengir-compile-a5 aborts on the cast-down chain (``PatternMatch.cpp:135``;
     tests/compiler/compiler_repros/dot_result_cast_dot.py). Everywhere else ``False``: the product
     runs in the input dtype as timed."""
-    if backend.device_type() != "npu" or 16 not in sizes:
-        return False
-    from fla_ascend.tiling.chips import get_chip
-
-    return get_chip().compile_on_910_95
+    return 16 in sizes and a5_target()
 
 
 @triton.jit
@@ -246,10 +252,4 @@ def dot_dim(n: int) -> int:
     """Tile extent for a head dim ``n`` that enters ``tl.dot``: the next power of two, at least
     16 (the smallest dot operand Triton accepts), at least :data:`A5_MIN_DOT_DIM` on an A5 target;
     masks cover the padding."""
-    least = 16
-    if backend.device_type() == "npu":
-        from fla_ascend.tiling.chips import get_chip
-
-        if get_chip().compile_on_910_95:
-            least = A5_MIN_DOT_DIM
-    return max(least, next_pow2(n))
+    return max(A5_MIN_DOT_DIM if a5_target() else 16, next_pow2(n))
