@@ -132,6 +132,12 @@ has no decay tiles), 184064 B (94%) at 32; Ascend910_9599 overflows its 253952 B
 (312320 and 282624 B needed) and plans 250880 B at 16."""
 
 
+def _stage_name(stage: str, gk: bool) -> str:
+    """The :data:`fla_ascend.ops.common.tiles.CUDA_LAUNCH` entry of a state recurrence (``"fwd_h"`` or
+    ``"bwd_dh"``): its ``_gk`` entry for the per-channel decay (KDA)."""
+    return f"{stage}_gk" if gk else stage
+
+
 def _state_launches(stage: str, N: int, HV: int, K: int, V: int, tiles, chunk_size: int,
                     x: torch.Tensor, gk: bool = False) -> list[tuple[int, dict]]:
     """Candidate ``(BV, launch options)`` of a state recurrence (``stage`` "fwd_h" or "bwd_dh"),
@@ -139,7 +145,8 @@ def _state_launches(stage: str, N: int, HV: int, K: int, V: int, tiles, chunk_si
 
     On an NPU one candidate: the largest ``BV`` that fits the UB with the whole ``K`` on chip
     (``multibuffer`` off when only unbuffered fits), at most :data:`NPU_GK_WIDE_K_BV` for the
-    forward's ``gk`` variant at ``K > 128``. On CUDA the largest of the stage's table
+    forward's ``gk`` variant at ``K > 128``. On CUDA (the table entry ``stage``, with ``gk`` its ``_gk``
+entry) the largest of the entry's
     ``BV`` values that still gives one program per SM (the recurrence is latency-bound, so
     parallelism beats tile size) at the table's ``num_stages`` for this ``K``, then the same ``BV``
     with fewer stages, then each narrower ``BV`` down to 16, again from that ``num_stages`` down to 1:
@@ -157,12 +164,12 @@ def _state_launches(stage: str, N: int, HV: int, K: int, V: int, tiles, chunk_si
         return [(min(fit["BV"], dot_dim(V)), backend.launch_options(multibuffer=fit.get("multibuffer")))]
     if not backend.is_cuda_compiled():
         return [(min(64, dot_dim(V)), {})]
-    entry = cuda_launch(stage)
+    entry = cuda_launch(_stage_name(stage, gk))
     stages = entry["num_stages"]
     if isinstance(stages, Mapping):  # largest dot_dim(K) served -> stages
         stages = stages[min((k for k in stages if k >= dot_dim(K)), default=max(stages))]
     if stages < 1:
-        raise ValueError(f"CUDA_LAUNCH[{stage!r}]['num_stages'] must be >= 1, got {stages}")
+        raise ValueError(f"CUDA_LAUNCH[{_stage_name(stage, gk)!r}]['num_stages'] must be >= 1, got {stages}")
     table = sorted(entry["bv"], reverse=True)
     first = next((bv for bv in table if N * HV * cdiv(V, bv) >= backend.num_cores("cube")), table[-1])
     widths = [bv for bv in sorted(set(table) | {16}, reverse=True) if bv <= first]
@@ -223,7 +230,7 @@ def chunk_fwd_h(
             GK=gk, **options,
         )
 
-    launch_first_fitting("fwd_h", (k.device, k.dtype, K, V, chunk_size, gk),
+    launch_first_fitting(_stage_name("fwd_h", gk), (k.device, k.dtype, K, V, chunk_size, gk),
                          _state_launches("fwd_h", N, HV, K, V, FWD_H_TILES, chunk_size, k, gk), launch,
                          what=f"K={K}, V={V}, {k.dtype}, chunk_size={chunk_size}")
     return h, v_new, ht
@@ -372,7 +379,7 @@ def chunk_bwd_dh(
             GK=gk, **options,
         )
 
-    launch_first_fitting("bwd_dh", (k.device, k.dtype, dv_local.dtype, dv_dtype, K, V, chunk_size, gk),
-                         _state_launches("bwd_dh", N, HV, K, V, BWD_DH_TILES, chunk_size, k), launch,
+    launch_first_fitting(_stage_name("bwd_dh", gk), (k.device, k.dtype, dv_local.dtype, dv_dtype, K, V, chunk_size, gk),
+                         _state_launches("bwd_dh", N, HV, K, V, BWD_DH_TILES, chunk_size, k, gk), launch,
                          what=f"K={K}, V={V}, {k.dtype}, chunk_size={chunk_size}")
     return dh, dv_new, dh0

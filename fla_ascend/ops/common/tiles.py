@@ -68,7 +68,7 @@ CUDA_LAUNCH: Mapping[str, Mapping] = _frozen({
     # arithmetic and dA_log / dt_bias sum it over a whole head; with bf16 operands the rounding of the
     # row and the column sides no longer cancels (bf16, T256 H2 K=V=128: dA_log 0.03-0.12 from the
     # float64 recurrence, flash-linear-attention 0.6.0, whose dots here are tf32: 0.002-0.013)
-    "kda_intra_bwd": {"num_warps": 4, "precision": "tf32"},
+    "kda_intra_bwd": {"num_warps": 4, "precision": "tf32", "block": 64, "diag_block": False},
     # num_stages per largest head dim: K = 256 is no faster at 3 (forward 0.295 vs 0.266 ms at
     # B1 T8192 H4) and rarely fits there
     "fwd_h": {"num_warps": 4, "num_stages": {128: 3, 256: 2}, "bv": (64, 32)},
@@ -79,6 +79,17 @@ CUDA_LAUNCH: Mapping[str, Mapping] = _frozen({
     # at K = V = 100, 0.050 in the fp16 Qwen3-Next varlen case, not deterministic at Qwen3-Next's
     # shape (GPU tier, 2026-11-30; cases.md)
     "dqkwg": {"num_warps": 4, "num_stages": 1},
+    # the state recurrences with a decay per key channel (KDA): their own entries, as they load a
+    # [BT, BK] float32 decay tile per chunk besides the gated delta rule's operands
+    "fwd_h_gk": {"num_warps": 4, "num_stages": {128: 3, 256: 2}, "bv": (64, 32)},
+    "bwd_dh_gk": {"num_warps": 4, "num_stages": {128: 3, 256: 2}, "bv": (64, 32)},
+    # KDA's stages (ops/kda): "block" is the widest K (and V) block of their tiles off an NPU; a form
+    # flag set runs the stage's NPU form (docs/ascend-rules.md, R13) off an NPU too
+    "kda_intra_fwd": {"num_warps": 4, "block": 64, "diag_block": False},
+    "kda_wy_fwd": {"num_warps": 4, "block": 64, "reload_ai": False},
+    "kda_wy_bwd": {"num_warps": 4, "block": 64},
+    "kda_fwd_o": {"num_warps": 4, "block": 64, "one_acc": False},
+    "kda_bwd_dav": {"num_warps": 4, "block": 64},
 })
 """Per-stage CUDA choices: ``num_warps``, ``num_stages``, the ``input_precision`` of the
 fp32 x fp32 dots of the WY stages, and the ``BV`` candidates of the state recurrences. A table,
@@ -160,6 +171,26 @@ def stage_launch(stage: str, multibuffer: bool | None = None) -> dict:
     gets ``multibuffer``)."""
     opts = {k: v for k, v in cuda_launch(stage).items() if k in ("num_warps", "num_stages")}
     return backend.launch_options(**opts, multibuffer=multibuffer)
+
+
+def stage_block(stage: str, D: int, npu: int) -> int:
+    """The K or V block (head dim ``D``) of a stage's tiles: ``npu`` on an NPU, elsewhere the
+    ``block`` of the stage's :data:`CUDA_LAUNCH` entry; at most ``dot_dim(D)``.
+
+    Raises:
+        KeyError: off an NPU, a stage without a ``block`` entry.
+    """
+    return min(npu if backend.device_type() == "npu" else cuda_launch(stage)["block"], dot_dim(D))
+
+
+def stage_form(stage: str, flag: str) -> bool:
+    """Whether a stage runs its NPU form ``flag`` (docs/ascend-rules.md, R13): always on an NPU,
+    elsewhere as the ``flag`` of the stage's :data:`CUDA_LAUNCH` entry says.
+
+    Raises:
+        KeyError: off an NPU, a stage without that flag.
+    """
+    return backend.device_type() == "npu" or bool(cuda_launch(stage)[flag])
 
 
 def dot_precision(stage: str, dtype: torch.dtype) -> str:

@@ -21,15 +21,20 @@ delta rule's).
 """
 from __future__ import annotations
 
-from fla_ascend.backend import launch_options
-
 import torch
 import triton
 import triton.language as tl
 
 from fla_ascend import backend
 from fla_ascend.ops.common.chunk_index import chunk_bounds
-from fla_ascend.ops.common.tiles import cuda_launch, dot_dim, dot_operand, dot_precision, f32_dot_chain
+from fla_ascend.ops.common.tiles import (
+    dot_operand,
+    dot_precision,
+    f32_dot_chain,
+    stage_block,
+    stage_form,
+    stage_launch,
+)
 from fla_ascend.ops.common.wy import wy_dot, wy_inverse
 from fla_ascend.ops.utils.math import masked_exp
 from fla_ascend.tiling import task_plan
@@ -37,10 +42,6 @@ from fla_ascend.tiling.sizes import cdiv
 
 BC = 16
 """Rows of a sub-chunk."""
-INTRA_BK = 64
-"""Widest K block of the stage's ``[BT, BK]`` tiles."""
-WY_BV = 64
-"""Widest V block of the stage's ``[BT, BV]`` tiles."""
 NPU_BK = 32
 """The K block of the intra backward on an NPU, and of the WY forward when it inverts. bishengir-compile's
 plans at ``BK = 64`` (Ascend910B2, 2026-12-04): the intra backward 195904 B of the 196608 B UB at chunk 64
@@ -54,8 +55,9 @@ DIAG_BK = tl.constexpr(8)
 (:func:`_kda_intra_diag_block`): Ascend910B2 plans 80% of UB at chunk 64 with 8 (95% with 16; the
 column loop it replaces: 79%), and the stage's estimate halves at Kimi Linear's layer (B1 T4096 H32:
 16579 -> 8223 us; vector instructions per core 865k -> 133k)."""
-NPU_BWD_DIAG_CHUNKS = (32, 64)
-"""Chunk sizes at which the intra backward on an NPU forms the diagonal block as ``[16, 16,
+BWD_DIAG_CHUNKS = (32, 64)
+"""Chunk sizes at which the intra backward on an NPU (elsewhere: with ``diag_block`` in its
+:data:`fla_ascend.ops.common.tiles.CUDA_LAUNCH` entry) forms the diagonal block as ``[16, 16,
 NPU_BWD_DIAG_BK]`` products after its K loop (:func:`_kda_intra_bwd_diag_block`) instead of a
 16-step column loop in every K block. Ascend910B2, Kimi Linear's layer (B1 T4096 H32 K = V = 128,
 chunk 64; ``fla-ascend estimate chunk_kda --shape kimi-linear``, 2026-12-04): vector instructions per
@@ -82,14 +84,6 @@ NPU_WY_LOAD_BLOCK = 128
 recompute): 65% of A2's UB at chunk 64, estimated 952 -> 524 us at Kimi Linear's layer (32: 21%); with
 the inverse read again at each product (``RELOAD_AI``, 2026-12-07) 61% and 394 us (cross-core waits per
 core 366 -> 180)."""
-
-
-def _bk(K: int, npu: int = NPU_BK) -> int:
-    return min(npu if backend.device_type() == "npu" else INTRA_BK, dot_dim(K))
-
-
-def _bv(V: int, npu: int = NPU_BK) -> int:
-    return min(npu if backend.device_type() == "npu" else WY_BV, dot_dim(V))
 
 
 @triton.jit
@@ -231,8 +225,9 @@ def kda_intra_fwd(q, k, g_cum, beta_t, scale, chunk_size, n_chunks, chunk_indice
     kda_intra_fwd_kernel[plan.grid](
         q=q, k=k, g_cum=g_cum, beta_t=beta_t, Akk=Akk, Aqk=Aqk, chunk_indices=chunk_indices, cu_seqlens=cu_seqlens,
         scale=scale, T=T, NT=cdiv(T, chunk_size), TT=B * T, n_tasks=n_tasks, n_programs=plan.n_programs,
-        H=H, HV=HV, K=K, BT=chunk_size, BK=_bk(K, NPU_INTRA_FWD_BK), IS_VARLEN=cu_seqlens is not None,
-        TASK_LOOP=plan.task_loop, DIAG_BLOCK=backend.device_type() == "npu", **launch_options(num_warps=4),
+        H=H, HV=HV, K=K, BT=chunk_size, BK=stage_block("kda_intra_fwd", K, NPU_INTRA_FWD_BK),
+        IS_VARLEN=cu_seqlens is not None, TASK_LOOP=plan.task_loop,
+        DIAG_BLOCK=stage_form("kda_intra_fwd", "diag_block"), **stage_launch("kda_intra_fwd"),
     )
     return Akk, Aqk
 
@@ -347,14 +342,14 @@ def kda_wy_fwd(k, v, g_cum, beta_t, Akk, chunk_size, n_chunks, chunk_indices=Non
     for mode in modes:
         plan = task_plan(n_chunks * HV, "cube")
         npu_block = NPU_WY_LOAD_BLOCK if mode == "load" else NPU_BK
-        BV = _bv(V, npu_block)
+        BV = stage_block("kda_wy_fwd", V, npu_block)
         kda_wy_fwd_kernel[plan.grid](
             k=k, v=v, g_cum=g_cum, beta_t=beta_t, Akk=Akk, w=w, u=u, chunk_indices=chunk_indices,
             cu_seqlens=cu_seqlens, T=T, NT=cdiv(T, chunk_size), TT=B * T, n_tasks=n_chunks * HV,
-            n_programs=plan.n_programs, H=H, HV=HV, K=K, V=V, BT=chunk_size, BK=_bk(K, npu_block), BV=BV,
-            DOT_PRECISION=dot_precision("wy_fwd", k.dtype), AI_MODE=mode, IS_VARLEN=cu_seqlens is not None,
+            n_programs=plan.n_programs, H=H, HV=HV, K=K, V=V, BT=chunk_size, BK=stage_block("kda_wy_fwd", K, npu_block),
+            BV=BV, DOT_PRECISION=dot_precision("wy_fwd", k.dtype), AI_MODE=mode, IS_VARLEN=cu_seqlens is not None,
             TASK_LOOP=plan.task_loop, F32_CHAIN=f32_dot_chain(chunk_size, BV),
-            RELOAD_AI=backend.device_type() == "npu" and mode == "load", **launch_options(num_warps=4),
+            RELOAD_AI=mode == "load" and stage_form("kda_wy_fwd", "reload_ai"), **stage_launch("kda_wy_fwd"),
         )
     return w, u
 
@@ -497,16 +492,16 @@ def kda_wy_bwd(q, k, v, v_new, g_cum, beta_t, Ai, h, dh, do, dv_new, scale, chun
     npu_block = NPU_WY_BWD_BLOCK if chunk_size == 64 else NPU_BK
     npu = backend.device_type() == "npu"
     # V blocks of at least 32 on an NPU: at V = 16 bishengir-compile-a5 crashes on the 16-wide blocks
-    BV = max(_bv(V, npu_block), 32) if npu else _bv(V, npu_block)
+    BV = max(stage_block("kda_wy_bwd", V, npu_block), 32) if npu else stage_block("kda_wy_bwd", V, npu_block)
     plan = task_plan(n_chunks * HV, "cube")
     kda_wy_bwd_kernel[plan.grid](
         q=q, k=k, v=v, v_new=v_new, g_cum=g_cum, beta_t=beta_t, Ai=Ai, h=h, dh=dh, do=do, dv_new=dv_new,
         dq=dq, dk=dk, dv=dv, dG=dG, dbeta_t=dbeta_t, dAkk=dAkk, chunk_indices=chunk_indices, cu_seqlens=cu_seqlens,
         scale=scale, T=T, NT=cdiv(T, chunk_size), TT=B * T, NV=cdiv(V, BV), n_tasks=n_chunks * HV,
-        n_programs=plan.n_programs, H=H, HV=HV, K=K, V=V, BT=chunk_size, BK=_bk(K, npu_block), BV=BV,
-        DOT_PRECISION=dot_precision("wy_bwd", k.dtype),
+        n_programs=plan.n_programs, H=H, HV=HV, K=K, V=V, BT=chunk_size, BK=stage_block("kda_wy_bwd", K, npu_block),
+        BV=BV, DOT_PRECISION=dot_precision("wy_bwd", k.dtype),
         IS_VARLEN=cu_seqlens is not None, TASK_LOOP=plan.task_loop, RUNTIME_NV=npu and cdiv(V, BV) == 1,
-        **launch_options(num_warps=4),
+        **stage_launch("kda_wy_bwd"),
     )
     return dq, dk, dv, dG, dbeta_t, dAkk
 
@@ -694,8 +689,9 @@ def kda_intra_bwd(q, k, g_cum, beta_t, dAqk, dAkk, dq, dk, dG, dbeta_t, scale, c
     kda_intra_bwd_kernel[plan.grid](
         q=q, k=k, g_cum=g_cum, beta_t=beta_t, dAqk=dAqk, dAkk=dAkk, dq=dq, dk=dk, dG=dG, dbeta_t=dbeta_t,
         chunk_indices=chunk_indices, cu_seqlens=cu_seqlens, scale=scale, T=T, NT=cdiv(T, chunk_size), TT=B * T,
-        n_tasks=n_tasks, n_programs=plan.n_programs, H=H, HV=HV, K=K, BT=chunk_size, BK=_bk(K),
-        DOT_PRECISION=dot_precision("kda_intra_bwd", k.dtype), IS_VARLEN=cu_seqlens is not None,
-        TASK_LOOP=plan.task_loop, DIAG_BLOCK=backend.device_type() == "npu" and chunk_size in NPU_BWD_DIAG_CHUNKS,
-        **launch_options(num_warps=cuda_launch("kda_intra_bwd")["num_warps"]),
+        n_tasks=n_tasks, n_programs=plan.n_programs, H=H, HV=HV, K=K, BT=chunk_size,
+        BK=stage_block("kda_intra_bwd", K, NPU_BK), DOT_PRECISION=dot_precision("kda_intra_bwd", k.dtype),
+        IS_VARLEN=cu_seqlens is not None, TASK_LOOP=plan.task_loop,
+        DIAG_BLOCK=chunk_size in BWD_DIAG_CHUNKS and stage_form("kda_intra_bwd", "diag_block"),
+        **stage_launch("kda_intra_bwd"),
     )

@@ -9,27 +9,29 @@ and the in-chunk part of ``dv'``, ``Aqk^T do``.
 """
 from __future__ import annotations
 
-from fla_ascend.backend import launch_options
-
 import torch
 import triton
 import triton.language as tl
 
-from fla_ascend import backend
 from fla_ascend.ops.common.chunk_index import chunk_bounds
-from fla_ascend.ops.common.tiles import dot_chained, dot_dim, dot_operand, f32_dot_chain
+from fla_ascend.ops.common.tiles import (
+    dot_chained,
+    dot_operand,
+    f32_dot_chain,
+    stage_block,
+    stage_form,
+    stage_launch,
+)
 from fla_ascend.ops.utils.math import masked_exp
 from fla_ascend.tiling import task_plan
 from fla_ascend.tiling.sizes import cdiv
 
-OUT_BK = 64
-"""Widest K block of the output tiles."""
-OUT_BV = 64
-"""Widest V block of the output tiles."""
 NPU_FWD_O_BLOCK = 128
 """Widest K and V blocks of the output stage on an NPU: half the tasks of ``BV = 64`` and fewer
 cross-core waits; 68% of A2's UB at chunk 64, estimated 1083 -> 559 us at Kimi Linear's layer (B1
 T4096 H32)."""
+NPU_DAV_BLOCK = 64
+"""The V block of the dAqk / dv local stage on an NPU."""
 
 
 @triton.jit
@@ -111,17 +113,16 @@ def kda_fwd_o(q, v_new, g_cum, h, Aqk, scale, chunk_size, n_chunks, chunk_indice
     B, T, H, K = q.shape
     HV, V = v_new.shape[2], v_new.shape[3]
     o = torch.empty(B, T, HV, V, dtype=q.dtype, device=q.device)
-    widest = (NPU_FWD_O_BLOCK, NPU_FWD_O_BLOCK) if backend.device_type() == "npu" else (OUT_BK, OUT_BV)
-    BV = min(widest[1], dot_dim(V))
+    BV = stage_block("kda_fwd_o", V, NPU_FWD_O_BLOCK)
     n_tasks = n_chunks * HV * cdiv(V, BV)
     plan = task_plan(n_tasks, "cube")
     kda_fwd_o_kernel[plan.grid](
         q=q, v_new=v_new, g_cum=g_cum, h=h, Aqk=Aqk, o=o, chunk_indices=chunk_indices, cu_seqlens=cu_seqlens,
         scale=scale, T=T, NT=cdiv(T, chunk_size), n_tasks=n_tasks, n_programs=plan.n_programs,
-        H=H, HV=HV, K=K, V=V, BT=chunk_size, BK=min(widest[0], dot_dim(K)), BV=BV,
+        H=H, HV=HV, K=K, V=V, BT=chunk_size, BK=stage_block("kda_fwd_o", K, NPU_FWD_O_BLOCK), BV=BV,
         IS_VARLEN=cu_seqlens is not None, TASK_LOOP=plan.task_loop,
-        F32_CHAIN=f32_dot_chain(chunk_size, BV), ONE_ACC=backend.device_type() == "npu",
-        **launch_options(num_warps=4),
+        F32_CHAIN=f32_dot_chain(chunk_size, BV), ONE_ACC=stage_form("kda_fwd_o", "one_acc"),
+        **stage_launch("kda_fwd_o"),
     )
     return o
 
@@ -176,11 +177,11 @@ def kda_bwd_dav(v_new, do, Aqk, chunk_size, n_chunks, chunk_indices=None, cu_seq
     dAqk = torch.empty_like(Aqk)
     dv_local = torch.empty(B, T, HV, V, dtype=torch.float32, device=do.device)
     plan = task_plan(n_chunks * HV, "cube")
-    BV = min(OUT_BV, dot_dim(V))
+    BV = stage_block("kda_bwd_dav", V, NPU_DAV_BLOCK)
     kda_bwd_dav_kernel[plan.grid](
         v_new=v_new, do=do, Aqk=Aqk, dAqk=dAqk, dv_local=dv_local, chunk_indices=chunk_indices, cu_seqlens=cu_seqlens,
         T=T, NT=cdiv(T, chunk_size), n_tasks=n_chunks * HV, n_programs=plan.n_programs,
         HV=HV, V=V, BT=chunk_size, BV=BV, IS_VARLEN=cu_seqlens is not None, TASK_LOOP=plan.task_loop,
-        F32_CHAIN=f32_dot_chain(chunk_size, BV), **launch_options(num_warps=4),
+        F32_CHAIN=f32_dot_chain(chunk_size, BV), **stage_launch("kda_bwd_dav"),
     )
     return dAqk, dv_local
