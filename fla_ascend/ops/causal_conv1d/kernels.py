@@ -65,7 +65,8 @@ launch on a 2-core machine (docs/check.md)."""
 # state, the backward 115456 B with SiLU, initial state and final-state gradient. The states
 # backward: 43872 B.
 FWD_TILES = [
-    Tile((7, "BT", "BD"), "fp32", "one tap's window, accumulator, masks, casts", buffered=False),
+    Tile(("5 + 2 * min(1, W - 1)", "BT", "BD"), "fp32", "one tap's window, accumulator, masks, casts (5 at W = 1: "
+         "no shifted window; 78080 B plain at [64, 64], 2026-12-07)", buffered=False),
     Tile(("2 * ACT + 4 * USE_H0", "BT", "BD"), "fp32", "SiLU temporaries and the pre-activation store; "
          "initial-state window", buffered=False),
 ]
@@ -86,9 +87,10 @@ STATES_FWD_TILES = [  # planned 32704 B at BW 4, BD 128; 13600 B at BW 2, BD 64;
     Tile((12, "BW", "BD"), "fp32", "window loads and masks", buffered=False),
     Tile((4, "BD", "max(BW, 8)"), "fp32", "the transposed [BD, BW] store (BW padded to 8: 32 B rows)",
          buffered=False)]
-UPDATE_TILES = [  # planned 66272 B at BW 4, BD 128; 33248 B at BW 2, BD 64
-    Tile((17, "BD", "max(BW, 8)"), "fp32", "cache, weight, shifted cache, products, masks ([BD, BW] rows padded "
-         "to 8 elements)", buffered=False)]
+UPDATE_TILES = [  # planned 66272 B at BW 4, BD 128; 33248 B at BW 2, BD 64; 4608 B at BW 1, BD 128
+    Tile(("17 * min(1, BW // 2)", "BD", "max(BW, 8)"), "fp32", "cache, weight, shifted cache, products, masks "
+         "([BD, BW] rows padded to 8 elements)", buffered=False),
+    Tile(("9 * (1 - min(1, BW // 2))", "BD"), "fp32", "W = 1 (no cache): x, weight, output rows", buffered=False)]
 
 
 @triton.jit

@@ -39,7 +39,8 @@ from fla_ascend.tiling.ub import Tile
 # UB buffers are planned once (the compiler multi-buffers their L1 buffers).
 FWD_H_TILES = [Tile((2, "BK", "BV"), "fp32", "state h, its update", buffered=False),
     Tile((2, "BT", "BV"), "fp32", "u, v_new", buffered=False), Tile(("BT", 16), "fp32", "g", buffered=False)]
-BWD_DH_TILES = [Tile((3, "BK", "BV"), "fp32", "dh, its update, temporaries", buffered=False),
+BWD_DH_TILES = [Tile((5, "BK", "BV // 2"), "fp32", "dh, its update, temporaries (2.5 tiles: the A2 plans at K = 256, "
+                     "2026-12-07)", buffered=False),
     Tile(("BT", "BK"), "fp32", "q / k / w block", buffered=False), Tile(("BT", 16), "fp32", "g", buffered=False)]
 
 

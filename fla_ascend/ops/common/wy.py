@@ -50,9 +50,11 @@ WY_FWD_TILES = [
     Tile(("3 * AI_INV * (1 - min(1, BT // 32))", "BT", "min(BK, max(16, next_pow2(V)))"), "fp32",
          "BT = 16: v, w / u blocks", buffered=False),
     Tile(("6 * AI_INV + AI_LOAD", "BT", "BT // 2"), "fp32", "A / Ai and the diagonal-block masks", buffered=False),
-    Tile(("AI_LOAD", "BT", "BK // 2"), "fp32", "k block (inverse loaded)", buffered=False),
-    Tile(("AI_LOAD", "BT", "min(BK, max(16, next_pow2(V)))"), "fp32", "v block (inverse loaded)", buffered=False),
-    Tile(("5 * AI_LOAD", "BT", 8), "fp32", "g, beta", buffered=False),
+    # inverse loaded: 0.5 BT^2 + 0.75 BT (BK + BV) + 9 BT floats, the A2 plans at every BT, K, V where
+    # BV <= BK (Ascend910B2, 2026-12-07; BV above BK, at K = 16 and V >= 64, plans more)
+    Tile(("3 * AI_LOAD", "BT", "(BK + min(BK, max(16, next_pow2(V)))) // 4"), "fp32",
+         "k, v, w / u blocks (inverse loaded)", buffered=False),
+    Tile(("9 * AI_LOAD", "BT"), "fp32", "g, beta (inverse loaded)", buffered=False),
     Tile(("8 * AI_KKT + 4 * AI_BLOCKS", "BT", "BT"), "fp32", "split inverse: A, E, the products", buffered=False),
     Tile(("3 * AI_BLOCKS", "BT", "BK // 2"), "fp32", "split inverse: k, w blocks", buffered=False),
     Tile(("3 * AI_BLOCKS", "BT", "min(BK, max(16, next_pow2(V))) // 2"), "fp32", "split inverse: v, u blocks",
@@ -70,7 +72,11 @@ WY_DIAG_INVERSE_TILES = [Tile((8, "BT", "BT"), "fp32", "A's diagonal blocks, D^-
                               buffered=False)]
 WY_BWD_TILES = [Tile((8, "BT", "BT"), "fp32", "Ai, dA and temporaries", buffered=False),
     Tile((6, "BT", "BK"), "fp32", "k, dw, dk blocks", buffered=False),
-    Tile(("BT", "BV"), "fp32", "v, du blocks"), Tile((2, "BK", "BV"), "fp32", "products over K and V blocks")]
+    Tile(("BT", "BV"), "fp32", "v, du blocks"),
+    # the products over K and V blocks: double-buffered when V spans several blocks, once when one
+    # (Ascend910B2 at chunk 16, K = 64: 66240 B at V = 64, 82688 B at V = 100, 2026-12-07)
+    Tile(("2 * min(1, cdiv(V, BV) - 1)", "BK", "BV"), "fp32", "products over K and V blocks"),
+    Tile(("2 * (1 - min(1, cdiv(V, BV) - 1))", "BK", "BV"), "fp32", "products, one V block", buffered=False)]
 NPU_WY_BWD_TILE = MappingProxyType({"BK": 128, "BV": 128})
 """NPU ``BK``, ``BV`` (each capped at ``dot_dim`` of its head dim) of :func:`chunk_wy_bwd` at
 ``chunk_size = 64``, chosen by the compiled plan's estimate rather than the UB model (smaller chunks
@@ -622,7 +628,7 @@ def chunk_wy_bwd(
         s = dict(NPU_WY_BWD_TILE)
     else:
         s = npu_tiles(WY_BWD_TILES, chunk_size, k, {"BK": list(NPU_WY_BWD_BK.get(chunk_size, (64, 32))),
-                                                     "BV": [64, 32, 16]})
+                                                     "BV": [64, 32, 16]}, V=V)
     BK, BV = min((s or {}).get("BK", 64), dot_dim(K)), min((s or {}).get("BV", 64), dot_dim(V))
     if s is None:
         BK, BV = off_npu_slabs(BK, BV)

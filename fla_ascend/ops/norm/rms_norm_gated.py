@@ -47,7 +47,8 @@ at D = 128) and overflowed at D = 8192 (245824 B needed for one 8192-wide row): 
 than this are processed in ``NDC`` column blocks, two passes (docs/check.md)."""
 
 BWD_TILES = [Tile((8, "BM", "BD"), "fp32", "x, g, dy and their float32 products"),
-             Tile((4, "BD"), "fp32", "weight, bias, partial dweight / dbias rows")]
+             Tile((4, "BD"), "fp32", "weight, bias, partial dweight / dbias rows (loop-carried: planned once; "
+                  "135296 B at BM = 1, BD = 2048, 2026-12-07)", buffered=False)]
 """Live tiles of the backward for the UB model, calibrated on bishengir-compile's plan
 (Ascend910B2, bf16, 2048-element tiles): 130784 B at D = 128, 144256 B at D = 1024, 163940 B at
 D = 8192 (four column blocks)."""
