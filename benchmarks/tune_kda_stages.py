@@ -60,7 +60,7 @@ KERNELS = {
 """Stage -> the kernel its variants are timed by."""
 _WARPS_STAGES = {"num_warps": (2, 4, 8), "num_stages": (1, 2, 3, 4)}
 KNOBS = {
-    "kda_intra_bwd": {**_WARPS_STAGES, "block": (32, 64), "diag_block": (False, True)},
+    "kda_intra_bwd": {**_WARPS_STAGES, "block": (32, 64), "diag_block": (False, True), "split_sides": (False, True)},
     "kda_wy_bwd": {**_WARPS_STAGES, "block": (32, 64)},
     "bwd_dh_gk": {"bv": ((64, 32), (32,), (16,)), "num_stages": (1, 2, 3, 4), "num_warps": (4, 8)},
     "fwd_h_gk": {"bv": ((64, 32), (32,), (16,)), "num_stages": (1, 2, 3, 4), "num_warps": (4, 8)},

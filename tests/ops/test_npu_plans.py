@@ -65,11 +65,13 @@ def test_chunk_gated_delta_rule_npu_plan(K, V, varlen, chip, chunk_size):
 @pytest.mark.parametrize("chip,chunk_size,K,V,varlen", [
     ("Ascend910B2", 64, 128, 128, [0, 50, 50, 128]), ("Ascend910_9599", 16, 128, 64, None),
     ("Ascend910_9599", 64, 100, 16, None), ("Ascend910B2", 64, 100, 16, None),
-    ("Ascend910B2", 32, 60, 32, [0, 40, 128]), ("Ascend910_9599", 64, 16, 64, [0, 40, 128])])
+    ("Ascend910B2", 32, 60, 32, [0, 40, 128]), ("Ascend910_9599", 64, 16, 64, [0, 40, 128]),
+    ("Ascend910B2", 32, 128, 64, None)])
 def test_chunk_kda_npu_plan(chip, chunk_size, K, V, varlen):
     """KDA's stages with an NPU target's plans (K blocks of 32, the gate tiles; the diagonal blocks
     as [16, 16, 8] products at chunk 32 and 64; the WY backward's 32-wide V blocks and, for one V
-    block, its runtime V-loop count) and, on Ascend910_9599, at chunk 16 the float32 dot chains
+    block, its runtime V-loop count; above K = 64 without varlen the intra backward's three launches,
+    ``intra.NPU_SPLIT_BK``) and, on Ascend910_9599, at chunk 16 the float32 dot chains
     (``tiles.f32_dot_chain``) and at K = 16 and V = 16 tiles of ``tiles.A5_MIN_DOT_DIM``, against
     autograd of the float64 recurrence."""
     gen = torch.Generator().manual_seed(0)

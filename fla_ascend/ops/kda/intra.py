@@ -67,6 +67,16 @@ planned 97% of UB (the column loop: 72%), so it keeps the loop. In the same form
 their ``dA`` tiles straight from memory (2026-12-07, same shape): cross-core waits per core 10609 ->
 9580, 13322 -> 12513 us, UB 83% -> 76%. With K blocks of 64 as well the stage would be 8242 us (4792
 waits), but it plans 99% of UB."""
+NPU_SPLIT_BK = {9: 64, 2: 64, 4: 64}
+"""The launches of the intra backward on an NPU when its parts run apart (``split_sides``): ``SIDES``
+-> K block. The row side with the diagonal block, then the column side through ``Akk``, then through
+``Aqk``, each with K blocks of 64 (one launch at 64 plans 99% of UB). Ascend910B2, Kimi Linear's layer
+(B1 T4096 H32 K = V = 128, chunk 64; ``fla-ascend estimate chunk_kda --shape kimi-linear``,
+2026-12-07): 12514 -> 10703 us, cross-core waits per core 9580 -> 5478, UB 82%, 85%, 84%. Two
+launches (the column side in one) would give 9137 us but plan 97%; the row side at 32: 13168 us."""
+NPU_SPLIT_MIN_K = 64
+"""The intra backward on an NPU runs its parts apart only above this K and without ``cu_seqlens``:
+the row launch plans 92% of A2's UB at K = 64 and 90.2% with varlen at K = 128 (2026-12-07)."""
 NPU_BWD_DIAG_BK = tl.constexpr(16)
 """The K block of the intra backward's diagonal ``[16, 16, NPU_BWD_DIAG_BK]`` products on an NPU:
 83% of Ascend910B2's UB at chunk 64 and 13322 us at Kimi Linear's layer, 63% and 13781 us with 8."""
@@ -542,8 +552,16 @@ def _kda_intra_bwd_diag_block(q, k, g_cum, dAqk, dAkk, dq, dk, dG, b_beta, scale
 def _kda_intra_bwd_task(
     i_task, q, k, g_cum, beta_t, dAqk, dAkk, dq, dk, dG, dbeta_t, chunk_indices, cu_seqlens, scale, T, NT, TT,
     H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
-    DOT_PRECISION: tl.constexpr, IS_VARLEN: tl.constexpr, DIAG_BLOCK: tl.constexpr,
+    DOT_PRECISION: tl.constexpr, IS_VARLEN: tl.constexpr, DIAG_BLOCK: tl.constexpr, SIDES: tl.constexpr,
 ):
+    # SIDES, a bit mask: 1 the row side (earlier sub-chunks, dbeta), 8 the diagonal block, 2 the column
+    # side through Akk, 4 through Aqk (later sub-chunks). A part alone needs DIAG_BLOCK (the column
+    # loop serves all three).
+    ROWS: tl.constexpr = SIDES % 2 == 1
+    COL_K: tl.constexpr = SIDES // 2 % 2 == 1
+    COL_Q: tl.constexpr = SIDES // 4 % 2 == 1
+    COLS: tl.constexpr = COL_K or COL_Q
+    DIAG: tl.constexpr = SIDES // 8 % 2 == 1  # the diagonal block (DIAG_BLOCK's pass after the loop)
     NB: tl.constexpr = BT // 16
     i_c = i_task // (HV * NB)
     i_hv = (i_task // NB) % HV
@@ -569,7 +587,7 @@ def _kda_intra_bwd_task(
     m_row = m_i[:, None] & m_a[None, :]
     p_col = (t0 + o_a)[:, None] * (HV * BT) + i_hv * BT + o_i[None, :]
     m_col = m_a[:, None] & m_i[None, :] & (o_a >= r0 + 16)[:, None]  # rows of later sub-chunks
-    if not DIAG_BLOCK:  # loaded once (the NPU form reads them at each K block)
+    if not DIAG_BLOCK:  # loaded once (the NPU form reads them at each K block); SIDES == 15 here
         b_Pkk = tl.load(dAkk + p_row, mask=m_row, other=0.0)
         b_Pqk = tl.load(dAqk + p_row, mask=m_row, other=0.0) * scale
         b_Ckk = tl.load(dAkk + p_col, mask=m_col, other=0.0) * b_beta_a[:, None]
@@ -582,38 +600,47 @@ def _kda_intra_bwd_task(
         m_ak = m_a[:, None] & m_k[None, :]
         p_ki = (t0 + o_i)[:, None] * (H * K) + i_h * K + o_k[None, :]
         p_gi = (t0 + o_i)[:, None] * (HV * K) + i_hv * K + o_k[None, :]
-        b_qi = tl.load(q + p_ki, mask=m_ik, other=0.0).to(tl.float32)
         b_ki = tl.load(k + p_ki, mask=m_ik, other=0.0).to(tl.float32)
         b_Gi = tl.load(g_cum + p_gi, mask=m_ik, other=0.0)
         p_ka = (t0 + o_a)[:, None] * (H * K) + i_h * K + o_k[None, :]
-        b_qa = tl.load(q + p_ka, mask=m_ak, other=0.0).to(tl.float32)
         b_ka = tl.load(k + p_ka, mask=m_ak, other=0.0).to(tl.float32)
         b_Ga = tl.load(g_cum + (t0 + o_a)[:, None] * (HV * K) + i_hv * K + o_k[None, :], mask=m_ak, other=0.0)
-        b_gn = tl.load(g_cum + (t0 + tl.minimum(r0, n_t - 1)) * (HV * K) + i_hv * K + o_k, mask=m_k, other=0.0)
-        b_gm = tl.load(g_cum + (t0 + tl.maximum(r1, 0)) * (HV * K) + i_hv * K + o_k, mask=m_k, other=0.0)
-        # row side, earlier sub-chunks: sum_j P_ij k_j exp(G_i - G_j) = exp(G_i - G_n) (P (k exp(G_n - G)))_i
-        m_before = (m_a & (o_a < r0))[:, None] & m_k[None, :]
-        b_kb = b_ka * masked_exp(b_gn[None, :] - b_Ga, m_before)
-        b_fi = masked_exp(b_Gi - b_gn[None, :], m_ik)
-        if DIAG_BLOCK:  # the dA tiles straight from memory into the dots, scale and beta on the other operands
-            b_rkk = wy_dot(tl.load(dAkk + p_row, mask=m_row, other=0.0), b_kb, dt, DOT_PRECISION) * b_fi  # [16, BK]
-            b_rqk = wy_dot(tl.load(dAqk + p_row, mask=m_row, other=0.0), b_kb, dt, DOT_PRECISION) * (b_fi * scale)
-        else:
-            b_rkk = wy_dot(dot_operand(b_Pkk), b_kb, dt, DOT_PRECISION) * b_fi  # [16, BK]
-            b_rqk = wy_dot(dot_operand(b_Pqk), b_kb, dt, DOT_PRECISION) * b_fi
-        # column side, later sub-chunks: sum_i P_ij x_i exp(G_i - G_j) = exp(G_m - G_j) (P^T (x exp(G - G_m)))_j
-        m_after = (m_a & (o_a > r1))[:, None] & m_k[None, :]
-        b_ea = masked_exp(b_Ga - b_gm[None, :], m_after)
-        b_fj = masked_exp(b_gm[None, :] - b_Gi, m_ik)
-        if DIAG_BLOCK:
-            b_ckk = wy_dot(tl.trans(tl.load(dAkk + p_col, mask=m_col, other=0.0)), b_ka * b_ea * b_beta_a[:, None],
-                           dt, DOT_PRECISION)
-            b_cqk = wy_dot(tl.trans(tl.load(dAqk + p_col, mask=m_col, other=0.0)), b_qa * b_ea * scale, dt,
-                           DOT_PRECISION)
-        else:
-            b_ckk = wy_dot(tl.trans(b_Ckk), b_ka * b_ea, dt, DOT_PRECISION)
-            b_cqk = wy_dot(tl.trans(b_Cqk), b_qa * b_ea, dt, DOT_PRECISION)
-        b_col = (b_ckk + b_cqk) * b_fj  # [16, BK]
+        if ROWS:
+            b_qi = tl.load(q + p_ki, mask=m_ik, other=0.0).to(tl.float32)
+            b_gn = tl.load(g_cum + (t0 + tl.minimum(r0, n_t - 1)) * (HV * K) + i_hv * K + o_k, mask=m_k, other=0.0)
+            # row side, earlier sub-chunks: sum_j P_ij k_j exp(G_i - G_j) = exp(G_i - G_n) (P (k exp(G_n - G)))_i
+            m_before = (m_a & (o_a < r0))[:, None] & m_k[None, :]
+            b_kb = b_ka * masked_exp(b_gn[None, :] - b_Ga, m_before)
+            b_fi = masked_exp(b_Gi - b_gn[None, :], m_ik)
+            if DIAG_BLOCK:  # the dA tiles straight from memory into the dots, scale and beta on the other operands
+                b_rkk = wy_dot(tl.load(dAkk + p_row, mask=m_row, other=0.0), b_kb, dt, DOT_PRECISION) * b_fi
+                b_rqk = wy_dot(tl.load(dAqk + p_row, mask=m_row, other=0.0), b_kb, dt, DOT_PRECISION) * (b_fi * scale)
+            else:
+                b_rkk = wy_dot(dot_operand(b_Pkk), b_kb, dt, DOT_PRECISION) * b_fi  # [16, BK]
+                b_rqk = wy_dot(dot_operand(b_Pqk), b_kb, dt, DOT_PRECISION) * b_fi
+        if COLS:
+            b_gm = tl.load(g_cum + (t0 + tl.maximum(r1, 0)) * (HV * K) + i_hv * K + o_k, mask=m_k, other=0.0)
+            # column side, later sub-chunks: sum_i P_ij x_i exp(G_i - G_j) = exp(G_m - G_j) (P^T (x exp(G - G_m)))_j
+            m_after = (m_a & (o_a > r1))[:, None] & m_k[None, :]
+            b_ea = masked_exp(b_Ga - b_gm[None, :], m_after)
+            b_fj = masked_exp(b_gm[None, :] - b_Gi, m_ik)
+            if DIAG_BLOCK:
+                if COL_K:
+                    b_col = wy_dot(tl.trans(tl.load(dAkk + p_col, mask=m_col, other=0.0)),
+                                   b_ka * b_ea * b_beta_a[:, None], dt, DOT_PRECISION)
+                    if COL_Q:
+                        b_qa = tl.load(q + p_ka, mask=m_ak, other=0.0).to(tl.float32)
+                        b_col += wy_dot(tl.trans(tl.load(dAqk + p_col, mask=m_col, other=0.0)), b_qa * b_ea * scale,
+                                        dt, DOT_PRECISION)
+                else:
+                    b_qa = tl.load(q + p_ka, mask=m_ak, other=0.0).to(tl.float32)
+                    b_col = wy_dot(tl.trans(tl.load(dAqk + p_col, mask=m_col, other=0.0)), b_qa * b_ea * scale, dt,
+                                   DOT_PRECISION)
+            else:
+                b_qa = tl.load(q + p_ka, mask=m_ak, other=0.0).to(tl.float32)
+                b_col = wy_dot(tl.trans(b_Ckk), b_ka * b_ea, dt, DOT_PRECISION)
+                b_col += wy_dot(tl.trans(b_Cqk), b_qa * b_ea, dt, DOT_PRECISION)
+            b_col = b_col * b_fj  # [16, BK]
         if not DIAG_BLOCK:  # the diagonal block, column by column (the NPU form: after the loop)
             for jj in range(16):  # token j = r0 + jj
                 j = r0 + jj
@@ -634,22 +661,29 @@ def _kda_intra_bwd_task(
                 b_cj = tl.sum((b_pkk * b_beta_i)[:, None] * b_e * b_ki + b_pqk[:, None] * b_e * b_qi, 0)  # [BK]
                 b_col += tl.where((o_s == jj)[:, None], b_cj[None, :], 0.0)
         # Akk_ij = beta_i (sum_c k_ic k_jc exp(G_ic - G_jc)): the row side carries beta_i
-        b_db += tl.sum(b_ki * b_rkk, 1)
-        b_dq = b_rqk
-        b_dk = b_rkk * b_beta_i[:, None] + b_col
-        b_dGi = b_qi * b_dq + b_ki * b_rkk * b_beta_i[:, None] - b_ki * b_col
-        b_dq += tl.load(dq + p_gi, mask=m_ik, other=0.0)
+        if ROWS:
+            b_db += tl.sum(b_ki * b_rkk, 1)
+            b_dk = b_rkk * b_beta_i[:, None]
+            b_dGi = b_qi * b_rqk + b_ki * b_dk
+            if COLS:
+                b_dk += b_col
+                b_dGi -= b_ki * b_col
+            b_dq = b_rqk + tl.load(dq + p_gi, mask=m_ik, other=0.0)
+            tl.store(dq + p_gi, b_dq, mask=m_ik)
+        else:
+            b_dk = b_col
+            b_dGi = -(b_ki * b_col)
         b_dk += tl.load(dk + p_gi, mask=m_ik, other=0.0)
         b_dGi += tl.load(dG + p_gi, mask=m_ik, other=0.0)
-        tl.store(dq + p_gi, b_dq, mask=m_ik)
         tl.store(dk + p_gi, b_dk, mask=m_ik)
         tl.store(dG + p_gi, b_dGi, mask=m_ik)
-    if DIAG_BLOCK:  # the diagonal block as [16, 16, DIAG_BK] products, added to what the loop stored
+    if DIAG_BLOCK and DIAG:  # the diagonal block as [16, 16, DIAG_BK] products, added to what the loop stored
         tl.debug_barrier()
         b_db += _kda_intra_bwd_diag_block(q, k, g_cum, dAqk, dAkk, dq, dk, dG, b_beta_i, scale, t0, r0, n_t, i_h,
                                           i_hv, H, HV, K, BT, NPU_BWD_DIAG_BK)
-    p_db = p_beta + o_i
-    tl.store(dbeta_t + p_db, tl.load(dbeta_t + p_db, mask=m_i, other=0.0) + b_db, mask=m_i)
+    if ROWS or (DIAG_BLOCK and DIAG):
+        p_db = p_beta + o_i
+        tl.store(dbeta_t + p_db, tl.load(dbeta_t + p_db, mask=m_i, other=0.0) + b_db, mask=m_i)
 
 
 @triton.jit(do_not_specialize=["scale", "T", "NT", "TT", "n_tasks", "n_programs"])
@@ -658,19 +692,25 @@ def kda_intra_bwd_kernel(
     n_tasks, n_programs,
     H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
     DOT_PRECISION: tl.constexpr, IS_VARLEN: tl.constexpr, TASK_LOOP: tl.constexpr, DIAG_BLOCK: tl.constexpr = False,
+    SIDES: tl.constexpr = 15,
 ):
     """Gradients through ``Akk`` and ``Aqk`` of one 16-token sub-chunk (its rows and its
     columns), added in place to ``dq``, ``dk``, ``dG`` and ``dbeta_t``; with ``DIAG_BLOCK`` (the NPU
     form) the diagonal block in a pass of its own after the loop (:func:`_kda_intra_bwd_diag_block`),
     and the loop's dots read their ``dAkk`` / ``dAqk`` tiles from memory at each K block, with
-    ``scale`` and ``beta`` applied to the other operands (docs/ascend-rules.md R13)."""
+    ``scale`` and ``beta`` applied to the other operands (docs/ascend-rules.md R13). ``SIDES``, a bit
+    mask of the parts computed (all but 15 need ``DIAG_BLOCK``): 1 the row side (the sub-chunk's rows
+    against earlier sub-chunks), 2 and 4 the column side (its columns against later sub-chunks)
+    through ``Akk`` and through ``Aqk``, 8 the diagonal block; ``dbeta`` with 1 and with 8."""
     if TASK_LOOP:
         for i_task in tl.range(tl.program_id(0), n_tasks, n_programs):
             _kda_intra_bwd_task(i_task, q, k, g_cum, beta_t, dAqk, dAkk, dq, dk, dG, dbeta_t, chunk_indices,
-                                cu_seqlens, scale, T, NT, TT, H, HV, K, BT, BK, DOT_PRECISION, IS_VARLEN, DIAG_BLOCK)
+                                cu_seqlens, scale, T, NT, TT, H, HV, K, BT, BK, DOT_PRECISION, IS_VARLEN,
+                                DIAG_BLOCK, SIDES)
     else:
         _kda_intra_bwd_task(tl.program_id(0), q, k, g_cum, beta_t, dAqk, dAkk, dq, dk, dG, dbeta_t, chunk_indices,
-                            cu_seqlens, scale, T, NT, TT, H, HV, K, BT, BK, DOT_PRECISION, IS_VARLEN, DIAG_BLOCK)
+                            cu_seqlens, scale, T, NT, TT, H, HV, K, BT, BK, DOT_PRECISION, IS_VARLEN,
+                                DIAG_BLOCK, SIDES)
 
 
 def kda_intra_bwd(q, k, g_cum, beta_t, dAqk, dAkk, dq, dk, dG, dbeta_t, scale, chunk_size, n_chunks,
@@ -685,13 +725,16 @@ def kda_intra_bwd(q, k, g_cum, beta_t, dAqk, dAkk, dq, dk, dG, dbeta_t, scale, c
     B, T, H, K = k.shape
     HV = g_cum.shape[2]
     n_tasks = n_chunks * HV * (chunk_size // BC)
-    plan = task_plan(n_tasks, "cube")
-    kda_intra_bwd_kernel[plan.grid](
-        q=q, k=k, g_cum=g_cum, beta_t=beta_t, dAqk=dAqk, dAkk=dAkk, dq=dq, dk=dk, dG=dG, dbeta_t=dbeta_t,
-        chunk_indices=chunk_indices, cu_seqlens=cu_seqlens, scale=scale, T=T, NT=cdiv(T, chunk_size), TT=B * T,
-        n_tasks=n_tasks, n_programs=plan.n_programs, H=H, HV=HV, K=K, BT=chunk_size,
-        BK=stage_block("kda_intra_bwd", K, NPU_BK), DOT_PRECISION=dot_precision("kda_intra_bwd", k.dtype),
-        IS_VARLEN=cu_seqlens is not None, TASK_LOOP=plan.task_loop,
-        DIAG_BLOCK=chunk_size in BWD_DIAG_CHUNKS and stage_form("kda_intra_bwd", "diag_block"),
-        **stage_launch("kda_intra_bwd"),
-    )
+    diag = chunk_size in BWD_DIAG_CHUNKS and stage_form("kda_intra_bwd", "diag_block")
+    split = diag and stage_form("kda_intra_bwd", "split_sides") and (
+        backend.device_type() != "npu" or (K > NPU_SPLIT_MIN_K and cu_seqlens is None))
+    for sides in NPU_SPLIT_BK if split else (15,):
+        plan = task_plan(n_tasks, "cube")
+        kda_intra_bwd_kernel[plan.grid](
+            q=q, k=k, g_cum=g_cum, beta_t=beta_t, dAqk=dAqk, dAkk=dAkk, dq=dq, dk=dk, dG=dG, dbeta_t=dbeta_t,
+            chunk_indices=chunk_indices, cu_seqlens=cu_seqlens, scale=scale, T=T, NT=cdiv(T, chunk_size), TT=B * T,
+            n_tasks=n_tasks, n_programs=plan.n_programs, H=H, HV=HV, K=K, BT=chunk_size,
+            BK=stage_block("kda_intra_bwd", K, NPU_SPLIT_BK[sides] if split else NPU_BK),
+            DOT_PRECISION=dot_precision("kda_intra_bwd", k.dtype), IS_VARLEN=cu_seqlens is not None,
+            TASK_LOOP=plan.task_loop, DIAG_BLOCK=diag, SIDES=sides, **stage_launch("kda_intra_bwd"),
+        )
