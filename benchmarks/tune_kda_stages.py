@@ -199,7 +199,7 @@ def measure(stage, entry, chosen, x, do):
                 ok=worst <= 1.0 and det, errors=err)
 
 
-def op_times(chosen):
+def op_times(chosen, lengths=(4096, 32768)):
     """Whole-op times (ms) of fla-ascend with ``chosen`` and of flash-linear-attention."""
     import contextlib
 
@@ -209,7 +209,7 @@ def op_times(chosen):
     except ImportError:
         fla_chunk_kda = None
     rows = []
-    for T in ((128,) if DRY else (4096, 32768)):
+    for T in ((128,) if DRY else lengths):
         x = kda_inputs(B=1, T=T, H=1 if DRY else 32, HV=1 if DRY else 32, K=32 if DRY else 128,
                        V=32 if DRY else 128)
         do = torch.randn_like(x["v"])
@@ -235,6 +235,7 @@ def op_times(chosen):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--stages", default=",".join(KNOBS), help=f"comma-separated, in order (default: {','.join(KNOBS)})")
+    ap.add_argument("--op-lengths", default="4096,32768", help="T of the whole-op timings (B1 H32 K = V = 128)")
     ap.add_argument("--budget-s", type=float, default=330.0,
                     help="stop searching (later stages keep their shipped entry) after this many seconds")
     args = ap.parse_args()
@@ -279,7 +280,7 @@ def main():
             stack.enter_context(stage_variant(s, e))
         final = errors(FINAL_CASES)
     print(f"chosen entries on the further cases: worst error / limit {max(final.values()):.2f} {final}", flush=True)
-    ops = op_times(chosen)
+    ops = op_times(chosen, [int(t) for t in split_list(args.op_lengths)])
     result = dict(chosen=chosen, log=log, final_errors=final, op_times=ops)
     json.dump(result, open(f"{OUT}/kda_tune.json", "w"), indent=1, default=str)
     lines = ["| stage | chosen entry | shipped us | chosen us |", "|---|---|---|---|"]
