@@ -28,6 +28,7 @@ the GPU tier.
 """
 import argparse
 import collections
+import contextlib
 import json
 import os
 import sys
@@ -182,8 +183,6 @@ def _plain(entry):
 
 def measure(stage, entry, chosen, x, do):
     """One variant: its kernel's time, accuracy and determinism (``ok``), or the error it raised."""
-    import contextlib
-
     with contextlib.ExitStack() as stack:
         for s, e in {**chosen, stage: entry}.items():
             stack.enter_context(stage_variant(s, e))
@@ -201,8 +200,6 @@ def measure(stage, entry, chosen, x, do):
 
 def op_times(chosen, lengths=(4096, 32768)):
     """Whole-op times (ms) of fla-ascend with ``chosen`` and of flash-linear-attention."""
-    import contextlib
-
     from triton.testing import do_bench
     try:
         from fla.ops.kda import chunk_kda as fla_chunk_kda
@@ -273,8 +270,6 @@ def main():
         chosen[stage] = current
         print(f"{stage} chosen {current} {best.get('us', 0):.1f} us ({time.time() - t0:.0f} s)", flush=True)
         json.dump(dict(chosen=chosen, log=log), open(f"{OUT}/kda_tune.json", "w"), indent=1, default=str)
-    import contextlib
-
     with contextlib.ExitStack() as stack:
         for s, e in chosen.items():
             stack.enter_context(stage_variant(s, e))

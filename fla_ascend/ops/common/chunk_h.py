@@ -146,10 +146,10 @@ def _state_launches(stage: str, N: int, HV: int, K: int, V: int, tiles, chunk_si
 
     On an NPU one candidate: the largest ``BV`` that fits the UB with the whole ``K`` on chip
     (``multibuffer`` off when only unbuffered fits), at most :data:`NPU_GK_WIDE_K_BV` for the
-    forward's ``gk`` variant at ``K > 128``. On CUDA (the table entry ``stage``, with ``gk`` its ``_gk``
-entry) the largest of the entry's
-    ``BV`` values that still gives one program per SM (the recurrence is latency-bound, so
-    parallelism beats tile size) at the table's ``num_stages`` for this ``K``, then the same ``BV``
+    forward's ``gk`` variant at ``K > 128``. On CUDA (the table entry ``stage``, with ``gk`` its
+    ``_gk`` entry) the largest of the entry's ``BV`` values that still gives one program per SM
+    (the recurrence is latency-bound, so parallelism beats tile size) at the table's ``num_stages``
+    for this ``K``, then the same ``BV``
     with fewer stages, then each narrower ``BV`` down to 16, again from that ``num_stages`` down to 1:
     the fallbacks for shared memory (:func:`fla_ascend.ops.common.tiles.launch_first_fitting`).
     Elsewhere (the interpreter) one candidate, ``BV = min(64, dot_dim(V))``. A ``BV`` above

@@ -502,7 +502,9 @@ def kda_wy_bwd(q, k, v, v_new, g_cum, beta_t, Ai, h, dh, do, dv_new, scale, chun
     npu_block = NPU_WY_BWD_BLOCK if chunk_size == 64 else NPU_BK
     npu = backend.device_type() == "npu"
     # V blocks of at least 32 on an NPU: at V = 16 bishengir-compile-a5 crashes on the 16-wide blocks
-    BV = max(stage_block("kda_wy_bwd", V, npu_block), 32) if npu else stage_block("kda_wy_bwd", V, npu_block)
+    BV = stage_block("kda_wy_bwd", V, npu_block)
+    if npu:
+        BV = max(BV, 32)
     plan = task_plan(n_chunks * HV, "cube")
     kda_wy_bwd_kernel[plan.grid](
         q=q, k=k, v=v, v_new=v_new, g_cum=g_cum, beta_t=beta_t, Ai=Ai, h=h, dh=dh, do=do, dv_new=dv_new,
@@ -624,20 +626,19 @@ def _kda_intra_bwd_task(
             m_after = (m_a & (o_a > r1))[:, None] & m_k[None, :]
             b_ea = masked_exp(b_Ga - b_gm[None, :], m_after)
             b_fj = masked_exp(b_gm[None, :] - b_Gi, m_ik)
+            if COL_Q:
+                b_qa = tl.load(q + p_ka, mask=m_ak, other=0.0).to(tl.float32)
             if DIAG_BLOCK:
                 if COL_K:
                     b_col = wy_dot(tl.trans(tl.load(dAkk + p_col, mask=m_col, other=0.0)),
                                    b_ka * b_ea * b_beta_a[:, None], dt, DOT_PRECISION)
                     if COL_Q:
-                        b_qa = tl.load(q + p_ka, mask=m_ak, other=0.0).to(tl.float32)
                         b_col += wy_dot(tl.trans(tl.load(dAqk + p_col, mask=m_col, other=0.0)), b_qa * b_ea * scale,
                                         dt, DOT_PRECISION)
                 else:
-                    b_qa = tl.load(q + p_ka, mask=m_ak, other=0.0).to(tl.float32)
                     b_col = wy_dot(tl.trans(tl.load(dAqk + p_col, mask=m_col, other=0.0)), b_qa * b_ea * scale, dt,
                                    DOT_PRECISION)
             else:
-                b_qa = tl.load(q + p_ka, mask=m_ak, other=0.0).to(tl.float32)
                 b_col = wy_dot(tl.trans(b_Ckk), b_ka * b_ea, dt, DOT_PRECISION)
                 b_col += wy_dot(tl.trans(b_Cqk), b_qa * b_ea, dt, DOT_PRECISION)
             b_col = b_col * b_fj  # [16, BK]
