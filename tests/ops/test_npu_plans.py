@@ -114,7 +114,7 @@ def test_chunk_kda_npu_backward_refuses_k256(npu_target):
 @pytest.mark.parametrize("chip", ["Ascend910B2", "Ascend910_9599"])
 def test_chunk_kda_npu_forward_k256(chip):
     """The forward at K = 256 with an NPU target's plans (the state recurrence's decay variant in
-    V blocks of ``chunk_h.NPU_GK_WIDE_K_BV``: 32 on A2, 16 on A5), against the float64 recurrence."""
+    V blocks of ``chunk_h.NPU_GK_WIDE_K_BV``: 64 on A2, 32 on A5), against the float64 recurrence."""
     gen = torch.Generator().manual_seed(0)
     T, K, V = 80, 256, 48
     x = dict(q=torch.randn(1, T, 1, K, generator=gen),

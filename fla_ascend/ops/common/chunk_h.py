@@ -27,7 +27,6 @@ from fla_ascend.ops.common.tiles import (
     launch_first_fitting,
     npu_tiles,
 )
-from fla_ascend.ops.utils.math import masked_exp
 from fla_ascend.tiling import task_plan
 from fla_ascend.tiling.chips import get_chip
 from fla_ascend.tiling.sizes import cdiv
@@ -45,13 +44,10 @@ BWD_DH_TILES = [Tile((5, "BK", "BV // 2"), "fp32", "dh, its update, temporaries 
 
 
 @triton.jit
-def _gk_tiles(g_cum, t0, eos, o_t, m_t, o_k, m_k, i_hv, HV: tl.constexpr, K: tl.constexpr, BT: tl.constexpr):
-    """The per-channel cumulative decays of a chunk, ``[BT, BK]``, and of its last token, ``[BK]``,
-    from ``g_cum`` ``[B * T, HV, K]`` float32 (KDA)."""
-    b_G = tl.load(g_cum + (t0 + o_t)[:, None] * (HV * K) + i_hv * K + o_k[None, :],
-                  mask=m_t[:, None] & m_k[None, :], other=0.0)
-    b_g_last = tl.load(g_cum + (t0 + tl.minimum(BT, eos - t0) - 1) * (HV * K) + i_hv * K + o_k, mask=m_k, other=0.0)
-    return b_G, b_g_last
+def _gk_last(g_cum, t0, eos, o_k, m_k, i_hv, HV: tl.constexpr, K: tl.constexpr, BT: tl.constexpr):
+    """The per-channel decay of a chunk's last token, ``[BK]``, from ``g_cum`` ``[B * T, HV, K]``
+    float32 (KDA)."""
+    return tl.load(g_cum + (t0 + tl.minimum(BT, eos - t0) - 1) * (HV * K) + i_hv * K + o_k, mask=m_k, other=0.0)
 
 
 @triton.jit
@@ -92,9 +88,8 @@ def _chunk_fwd_h_task(
         tl.store(v_new + p_u, b_v.to(v_new.dtype.element_ty), mask=m_tv)
         b_k = tl.load(k + (t0 * H + i_h) * K + o_t[:, None] * (H * K) + o_k[None, :],
                       mask=m_t[:, None] & m_k[None, :], other=0.0)  # [BT, BK]
-        if GK:  # a decay per key channel (KDA): g_cum is [B * T, HV, K]
-            b_G, b_g_last = _gk_tiles(g_cum, t0, eos, o_t, m_t, o_k, m_k, i_hv, HV, K, BT)
-            b_k = (b_k.to(tl.float32) * masked_exp(b_g_last[None, :] - b_G, m_t[:, None])).to(b_k.dtype)
+        if GK:  # a decay per key channel (KDA): g_cum is [B * T, HV, K], k is k exp(G_last - G)
+            b_g_last = _gk_last(g_cum, t0, eos, o_k, m_k, i_hv, HV, K, BT)
             b_h = b_h * tl.exp(b_g_last)[:, None] + dot_chained(tl.trans(b_k), b_v, F32_CHAIN)
         else:
             p_gate = tl.cast(i_hv, tl.int64) * TT + t0
@@ -125,12 +120,11 @@ def chunk_fwd_h_kernel(
                           F32_CHAIN, GK)
 
 
-NPU_GK_WIDE_K_BV = MappingProxyType({"A2": 32, "A5": 16})
+NPU_GK_WIDE_K_BV = MappingProxyType({"A2": 64, "A5": 32})
 """``BV`` of the forward state recurrence's per-channel-decay variant (``gk``, chunk_kda) at
 ``K > 128`` on an NPU, by chip generation, from bishengir-compile's plans (``kda-K256-BT64``,
-2026-12-04): Ascend910B2 plans 189952 B (97% of UB) at the UB model's pick (``BV = 64``; the model
-has no decay tiles), 184064 B (94%) at 32; Ascend910_9599 overflows its 253952 B at 64 and 32
-(312320 and 282624 B needed) and plans 250880 B at 16."""
+2026-12-07, with ``k`` pre-scaled by the WY stage): Ascend910B2 plans 139776 B (71% of UB) at the UB
+model's pick, 64; Ascend910_9599 plans 230400 B (91%) at 64 and 181248 B (71%) at 32."""
 
 
 def _stage_name(stage: str, gk: bool) -> str:
@@ -200,7 +194,9 @@ def chunk_fwd_h(
     Args:
         k: ``[B, T, H, K]``; w: ``[B, T, HV, K]``; u: ``[B, T, HV, V]``; g_cum: ``[HV, B * T]`` fp32,
             or with ``gk`` a decay per key channel ``[B, T, HV, K]`` fp32 (KDA: the state's rows decay
-            by ``exp(G_last)`` and ``k`` enters as ``k exp(G_last - G)``).
+            by ``exp(G_last)``, of which only the chunks' last rows are read, and ``k`` is the
+            pre-scaled ``k exp(G_last - G)`` ``[B, T, HV, K]``, from
+            :func:`fla_ascend.ops.kda.intra.kda_wy_fwd`).
         chunk_size, n_chunks: ``BT`` and the total number of chunks.
         N: number of sequences (``B``, or ``len(cu_seqlens) - 1``).
         initial_state: ``[N, HV, K, V]`` (any float dtype; read as fp32) or ``None``.
@@ -274,12 +270,10 @@ def _chunk_bwd_dh_task(
         p_v = (t0 * HV + i_hv) * V + o_t[:, None] * (HV * V) + o_v[None, :]
         m_tv = m_t[:, None] & m_v[None, :]
         b_q = tl.load(q + p_qk, mask=m_tk, other=0.0)  # [BT, BK]
-        if GK:  # a decay per key channel (KDA): g_cum is [B * T, HV, K]
-            b_G, b_g_last = _gk_tiles(g_cum, t0, eos, o_t, m_t, o_k, m_k, i_hv, HV, K, BT)
-            b_k = (b_k.to(tl.float32) * masked_exp(b_g_last[None, :] - b_G, m_tk)).to(b_k.dtype)
+        if GK:  # a decay per key channel (KDA): g_cum is [B * T, HV, K], k and q pre-scaled
             b_dv = dot_chained(b_k, b_dh, F32_CHAIN) + tl.load(dv_local + p_v, mask=m_tv, other=0.0)  # [BT, BV]
-            b_qd = (b_q.to(tl.float32) * masked_exp(b_G, m_tk) * scale).to(b_q.dtype)
-            b_decay = tl.exp(b_g_last)[:, None]  # [BK, 1]
+            b_qd = b_q
+            b_decay = tl.exp(_gk_last(g_cum, t0, eos, o_k, m_k, i_hv, HV, K, BT))[:, None]  # [BK, 1]
         else:
             p_gate = tl.cast(i_hv, tl.int64) * TT + t0
             b_g = tl.load(g_cum + p_gate + o_t, mask=m_t, other=0.0)  # [BT]
@@ -353,7 +347,9 @@ def chunk_bwd_dh(
         need_dh0: return the gradient of the initial state.
         dv_dtype: the dtype ``dv_new`` is stored in: its consumers' operand dtype
             (:func:`fla_ascend.ops.common.wy.dv_operand_dtype`; both feed it only to dots).
-        gk: ``g_cum`` is a decay per key channel ``[B, T, HV, K]`` fp32 (KDA; :func:`chunk_fwd_h`).
+        gk: ``g_cum`` is a decay per key channel ``[B, T, HV, K]`` fp32 (KDA; :func:`chunk_fwd_h`):
+            then ``k`` is ``k exp(G_last - G)`` and ``q`` is ``scale q exp(G)``, both ``[B, T, HV, K]``
+            (:func:`fla_ascend.ops.kda.intra.kda_wy_fwd`), and ``scale`` is not read.
 
     Returns:
         ``(dh, dv_new, dh0)``: ``dh`` ``[n_chunks, HV, K, V]`` in k's dtype (gradient of the state

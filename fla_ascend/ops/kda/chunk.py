@@ -26,8 +26,8 @@ from fla_ascend.ops.utils.autograd import kernel_backward
 
 CHUNK_SIZES = (16, 32, 64)
 NPU_MAX_BWD_K = 128
-"""Largest ``K`` of the backward on an Ascend NPU: at ``K = 256`` bishengir-compile finds no UB plan for
-the reverse state recurrence's per-channel-decay variant (Ascend910B2: 214016 B of 196608 B)."""
+"""Largest ``K`` of the backward on an Ascend NPU: at ``K = 256`` bishengir-compile plans 90% of
+Ascend910B2's UB for the intra backward's row launch and 94% for the WY backward (2026-12-07)."""
 SAFE_LOWER_BOUND = (-5.0, 0.0)
 """The range ``[-5, 0)`` flash-linear-attention 0.6.0 requires of ``lower_bound`` with ``safe_gate``
 and ``use_gate_in_kernel``."""
@@ -48,22 +48,25 @@ def chunk_kda_fwd(q, k, v, g, beta_t, scale, initial_state, output_final_state, 
         gate: keyword arguments of :func:`fla_ascend.ops.kda.gate.kda_gate_cumsum` (``use_gate``,
             ``A_log``, ``dt_bias``, ``lower_bound``).
         store_ai: keep ``Ai`` (the WY inverse) for the backward.
-        keep: also return ``w``, ``u``, ``h`` and ``v'`` (``disable_recompute``).
+        keep: also return ``w``, ``kg``, ``qg``, ``h`` and ``v'`` (``disable_recompute``).
 
     Returns:
         ``(o, final_state, Ai, Aqk, h, saved)``; ``Ai`` None unless ``store_ai``; ``saved``
-        ``(G, w, u, h, v_new)`` with ``keep``, else None.
+        ``(G, w, kg, qg, h, v_new)`` with ``keep`` (``kg``, ``qg``: the state recurrences'
+        pre-scaled operands, :func:`fla_ascend.ops.kda.intra.kda_wy_fwd`), else None.
     """
     N, n_chunks, chunk_indices, chunk_offsets = _chunking(q.shape[0], q.shape[1], cu_seqlens, chunk_size,
                                                           chunk_indices)
     idx = dict(chunk_indices=chunk_indices, cu_seqlens=cu_seqlens)
     G = kda_gate_cumsum(g, chunk_size, n_chunks, **idx, **gate)
     Akk, Aqk = kda_intra_fwd(q, k, G, beta_t, scale, chunk_size, n_chunks, **idx)
-    w, u = kda_wy_fwd(k, v, G, beta_t, Akk, chunk_size, n_chunks, **idx, ai_mode="store" if store_ai else "none")
-    h, v_new, final_state = chunk_fwd_h(k, w, u, G, chunk_size, n_chunks, N, initial_state, output_final_state,
+    w, u, kg, qg = kda_wy_fwd(k, v, G, beta_t, Akk, chunk_size, n_chunks, **idx,
+                              ai_mode="store" if store_ai else "none", q=q if keep else None, scale=scale,
+                              store_kg=True)
+    h, v_new, final_state = chunk_fwd_h(kg, w, u, G, chunk_size, n_chunks, N, initial_state, output_final_state,
                                         cu_seqlens, chunk_offsets, gk=True)
     o = kda_fwd_o(q, v_new, G, h, Aqk, scale, chunk_size, n_chunks, **idx)
-    saved = (G, w, u, h, v_new) if keep else None
+    saved = (G, w, kg, qg, h, v_new) if keep else None
     return o, final_state, Akk if store_ai else None, Aqk, h, saved
 
 
@@ -71,7 +74,7 @@ def chunk_kda_bwd(q, k, v, g, beta_t, scale, initial_state, cu_seqlens, gate, ch
                   chunk_indices=None, saved=None):
     """Gradients of every input: ``(dq, dk, dv, dg, dbeta_t, dh0, dA_log, ddt_bias)``; ``dbeta_t``
     ``[HV, B * T]`` float32, ``dh0`` None without ``initial_state``, ``dA_log`` / ``ddt_bias`` None
-    when not used. ``saved``: the forward's ``(G, w, u, h, v_new)`` (else recomputed).
+    when not used. ``saved``: the forward's ``(G, w, kg, qg, h, v_new)`` (else recomputed).
 
     Raises:
         NotImplementedError: on a CUDA GPU, ``K`` or ``V`` below
@@ -86,23 +89,24 @@ def chunk_kda_bwd(q, k, v, g, beta_t, scale, initial_state, cu_seqlens, gate, ch
             "(the state stages' rule, chunk_gated_delta_rule's backward). The forward runs at any head dim.")
     if K > NPU_MAX_BWD_K and backend.device_type() == "npu":
         raise NotImplementedError(
-            f"chunk_kda: the backward on an Ascend NPU needs K <= {NPU_MAX_BWD_K}, got K={K} (the reverse state "
-            "recurrence's per-channel-decay tiles at K = 256 overflow the UB). The forward runs at any K <= 256.")
+            f"chunk_kda: the backward on an Ascend NPU needs K <= {NPU_MAX_BWD_K}, got K={K} (the intra and WY "
+            "backward's plans at K = 256 leave less than 10% of the UB free). The forward runs at any K <= 256.")
     N, n_chunks, chunk_indices, chunk_offsets = _chunking(B, T, cu_seqlens, chunk_size, chunk_indices)
     idx = dict(chunk_indices=chunk_indices, cu_seqlens=cu_seqlens)
     if saved is None:
         G = kda_gate_cumsum(g, chunk_size, n_chunks, **idx, **gate)
-        w, u = kda_wy_fwd(k, v, G, beta_t, Ai, chunk_size, n_chunks, **idx, ai_mode="load")
-        h, v_new, _ = chunk_fwd_h(k, w, u, G, chunk_size, n_chunks, N, initial_state, False, cu_seqlens,
+        w, u, kg, qg = kda_wy_fwd(k, v, G, beta_t, Ai, chunk_size, n_chunks, **idx, ai_mode="load", q=q,
+                                  scale=scale, store_kg=True)
+        h, v_new, _ = chunk_fwd_h(kg, w, u, G, chunk_size, n_chunks, N, initial_state, False, cu_seqlens,
                                   chunk_offsets, gk=True)
         del u
     else:
-        G, w, _, h, v_new = saved
+        G, w, kg, qg, h, v_new = saved
     dAqk, dv_local = kda_bwd_dav(v_new, do, Aqk, chunk_size, n_chunks, **idx)
-    dh, dv_new, dh0 = chunk_bwd_dh(q, k, w, G, do, dv_local, scale, chunk_size, n_chunks, N, dht,
+    dh, dv_new, dh0 = chunk_bwd_dh(qg, kg, w, G, do, dv_local, scale, chunk_size, n_chunks, N, dht,
                                    initial_state is not None, cu_seqlens, chunk_offsets,
                                    dv_dtype=dv_operand_dtype(k.dtype, K, V), gk=True)
-    del w, dv_local
+    del w, kg, qg, dv_local
     dq, dk, dv, dG, dbeta_t, dAkk = kda_wy_bwd(q, k, v, v_new, G, beta_t, Ai, h, dh, do, dv_new, scale, chunk_size,
                                                n_chunks, **idx)
     del h, dh, v_new, dv_new
@@ -200,8 +204,8 @@ def chunk_kda(
             kernels here are exact for any gate, so it only checks ``lower_bound`` (with
             ``use_gate_in_kernel`` it must be given, in ``[-5, 0)``).
         lower_bound: the lower-bound gate (see ``use_gate_in_kernel``).
-        disable_recompute: keep ``w``, ``u``, the chunk states and ``v'`` from the forward for the
-            backward instead of recomputing them (more memory, less time).
+        disable_recompute: keep ``w``, the pre-scaled ``k`` and ``q``, the chunk states and ``v'`` from
+            the forward for the backward instead of recomputing them (more memory, less time).
         return_intermediate_states: also return the chunk states ``h`` ``[B, NT, HV, K, V]`` (``B = 1``
             with ``cu_seqlens``, ``NT`` the chunks over all sequences) in the dtype q, k, v are computed
             in (the widest of theirs); only under

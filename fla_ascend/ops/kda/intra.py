@@ -241,14 +241,18 @@ def kda_intra_fwd(q, k, g_cum, beta_t, scale, chunk_size, n_chunks, chunk_indice
     )
     return Akk, Aqk
 
+NPU_WY_QG_BK = 64
+"""The K block of the WY forward on an NPU when it loads the inverse and also forms ``qg`` (the
+backward's recompute)."""
+
 
 @triton.jit
 def _kda_wy_fwd_task(
-    i_task, k, v, g_cum, beta_t, Akk, w, u, chunk_indices, cu_seqlens, T, NT, TT,
+    i_task, q, k, v, g_cum, beta_t, Akk, w, u, kg, qg, scale, chunk_indices, cu_seqlens, T, NT, TT,
     H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr,
     BT: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr,
     DOT_PRECISION: tl.constexpr, AI_MODE: tl.constexpr, IS_VARLEN: tl.constexpr, F32_CHAIN: tl.constexpr,
-    RELOAD_AI: tl.constexpr,
+    RELOAD_AI: tl.constexpr, STORE_KG: tl.constexpr, STORE_QG: tl.constexpr,
 ):
     i_c = i_task // HV
     i_hv = i_task % HV
@@ -266,27 +270,38 @@ def _kda_wy_fwd_task(
         if AI_MODE != "none":  # "store", "invert": the inverse replaces Akk in its buffer
             tl.store(Akk + p_A, b_Ai, mask=m_t[:, None])
     if AI_MODE != "invert":  # "invert" stops here; a "load" launch computes w and u
-        _kda_wy_fwd_wu(b_Ai, Akk, p_A, k, v, g_cum, beta_t, w, u, t0, o_t, m_t, i_h, i_hv, TT, H, HV, K, V, BT,
-                       BK, BV, F32_CHAIN, RELOAD_AI)
+        _kda_wy_fwd_wu(b_Ai, Akk, p_A, q, k, v, g_cum, beta_t, w, u, kg, qg, scale, t0, eos, o_t, m_t, i_h, i_hv,
+                       TT, H, HV, K, V, BT, BK, BV, F32_CHAIN, RELOAD_AI, STORE_KG, STORE_QG)
 
 
 @triton.jit
-def _kda_wy_fwd_wu(b_Ai, Ai, p_A, k, v, g_cum, beta_t, w, u, t0, o_t, m_t, i_h, i_hv, TT,
+def _kda_wy_fwd_wu(b_Ai, Ai, p_A, q, k, v, g_cum, beta_t, w, u, kg, qg, scale, t0, eos, o_t, m_t, i_h, i_hv, TT,
                    H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr,
                    BT: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr, F32_CHAIN: tl.constexpr,
-                   RELOAD_AI: tl.constexpr):
+                   RELOAD_AI: tl.constexpr, STORE_KG: tl.constexpr, STORE_QG: tl.constexpr):
     """``w = Ai (beta exp(G) k)`` and ``u = Ai (beta v)`` of one chunk and value head: from the tile
     ``b_Ai``, or with ``RELOAD_AI`` from the stored inverse (``Ai + p_A``, float32) read again at
     each product, which on an NPU reaches the cube without passing the vector cores
-    (docs/ascend-rules.md R13)."""
+    (docs/ascend-rules.md R13). ``STORE_KG``, ``STORE_QG``: also the state recurrences' operands
+    ``kg = k exp(G_last - G)`` and ``qg = scale q exp(G)`` (:func:`kda_wy_fwd`)."""
     b_beta = tl.load(beta_t + tl.cast(i_hv, tl.int64) * TT + t0 + o_t, mask=m_t, other=0.0)  # [BT]
     b_Ai_k = b_Ai.to(k.dtype.element_ty)
     for i_k in range(tl.cdiv(K, BK)):
         o_k = i_k * BK + tl.arange(0, BK)
         m_tk = m_t[:, None] & (o_k < K)[None, :]
         b_k = tl.load(k + (t0 + o_t)[:, None] * (H * K) + i_h * K + o_k[None, :], mask=m_tk, other=0.0)
-        b_G = tl.load(g_cum + (t0 + o_t)[:, None] * (HV * K) + i_hv * K + o_k[None, :], mask=m_tk, other=0.0)
-        b_x = b_k.to(tl.float32) * masked_exp(b_G, m_tk) * b_beta[:, None]
+        p_G = (t0 + o_t)[:, None] * (HV * K) + i_hv * K + o_k[None, :]
+        b_G = tl.load(g_cum + p_G, mask=m_tk, other=0.0)
+        b_eG = masked_exp(b_G, m_tk)
+        b_x = b_k.to(tl.float32) * b_eG * b_beta[:, None]
+        if STORE_KG:  # G_last - G <= 0 (G falls along the chunk): the factor is at most 1
+            b_g_last = tl.load(g_cum + (t0 + tl.minimum(BT, eos - t0) - 1) * (HV * K) + i_hv * K + o_k,
+                               mask=o_k < K, other=0.0)
+            tl.store(kg + p_G, (b_k.to(tl.float32) * masked_exp(b_g_last[None, :] - b_G, m_tk)).to(kg.dtype.element_ty),
+                     mask=m_tk)
+        if STORE_QG:
+            b_q = tl.load(q + (t0 + o_t)[:, None] * (H * K) + i_h * K + o_k[None, :], mask=m_tk, other=0.0)
+            tl.store(qg + p_G, (b_q.to(tl.float32) * b_eG * scale).to(qg.dtype.element_ty), mask=m_tk)
         if RELOAD_AI:
             b_w = tl.dot(tl.load(Ai + p_A, mask=m_t[:, None], other=0.0), b_x)
         elif F32_CHAIN:  # A5 at chunk 16 / 16-wide V blocks: the inverse (dot results) stays float32
@@ -312,28 +327,37 @@ def _kda_wy_fwd_wu(b_Ai, Ai, p_A, k, v, g_cum, beta_t, w, u, t0, o_t, m_t, i_h, 
 
 @triton.jit(do_not_specialize=["T", "NT", "TT", "n_tasks", "n_programs"])
 def kda_wy_fwd_kernel(
-    k, v, g_cum, beta_t, Akk, w, u, chunk_indices, cu_seqlens, T, NT, TT, n_tasks, n_programs,
+    q, k, v, g_cum, beta_t, Akk, w, u, kg, qg, scale, chunk_indices, cu_seqlens, T, NT, TT, n_tasks, n_programs,
     H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr,
     BT: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr,
     DOT_PRECISION: tl.constexpr, AI_MODE: tl.constexpr, IS_VARLEN: tl.constexpr, TASK_LOOP: tl.constexpr,
-    F32_CHAIN: tl.constexpr = False, RELOAD_AI: tl.constexpr = False,
+    F32_CHAIN: tl.constexpr = False, RELOAD_AI: tl.constexpr = False, STORE_KG: tl.constexpr = False,
+    STORE_QG: tl.constexpr = False,
 ):
     """``Ai = (I + Akk)^-1`` (stored over ``Akk`` with ``AI_MODE = "store"``, read from there with
     ``"load"``), ``w`` and ``u`` of one chunk and value head (module doc); ``"invert"`` stores the
     inverse over ``Akk`` and computes no ``w``, ``u``. ``RELOAD_AI`` (the NPU form, ``"load"`` only):
-    each product reads the stored inverse again (:func:`_kda_wy_fwd_wu`)."""
+    each product reads the stored inverse again (:func:`_kda_wy_fwd_wu`). ``STORE_KG``, ``STORE_QG``:
+    also ``kg`` and ``qg`` (:func:`kda_wy_fwd`)."""
     if TASK_LOOP:
         for i_task in tl.range(tl.program_id(0), n_tasks, n_programs):
-            _kda_wy_fwd_task(i_task, k, v, g_cum, beta_t, Akk, w, u, chunk_indices, cu_seqlens, T, NT, TT,
-                             H, HV, K, V, BT, BK, BV, DOT_PRECISION, AI_MODE, IS_VARLEN, F32_CHAIN, RELOAD_AI)
+            _kda_wy_fwd_task(i_task, q, k, v, g_cum, beta_t, Akk, w, u, kg, qg, scale, chunk_indices, cu_seqlens,
+                             T, NT, TT, H, HV, K, V, BT, BK, BV, DOT_PRECISION, AI_MODE, IS_VARLEN, F32_CHAIN,
+                             RELOAD_AI, STORE_KG, STORE_QG)
     else:
-        _kda_wy_fwd_task(tl.program_id(0), k, v, g_cum, beta_t, Akk, w, u, chunk_indices, cu_seqlens, T, NT, TT,
-                         H, HV, K, V, BT, BK, BV, DOT_PRECISION, AI_MODE, IS_VARLEN, F32_CHAIN, RELOAD_AI)
+        _kda_wy_fwd_task(tl.program_id(0), q, k, v, g_cum, beta_t, Akk, w, u, kg, qg, scale, chunk_indices,
+                         cu_seqlens, T, NT, TT, H, HV, K, V, BT, BK, BV, DOT_PRECISION, AI_MODE, IS_VARLEN,
+                         F32_CHAIN, RELOAD_AI, STORE_KG, STORE_QG)
 
 
 def kda_wy_fwd(k, v, g_cum, beta_t, Akk, chunk_size, n_chunks, chunk_indices=None, cu_seqlens=None,
-               ai_mode="none"):
-    """``(w, u)``: ``w`` ``[B, T, HV, K]`` in k's dtype, ``u`` ``[B, T, HV, V]`` in v's dtype.
+               ai_mode="none", q=None, scale=None, store_kg=False):
+    """``(w, u, kg, qg)``: ``w`` ``[B, T, HV, K]`` in k's dtype, ``u`` ``[B, T, HV, V]`` in v's dtype,
+    and the state recurrences' pre-scaled operands (:func:`fla_ascend.ops.common.chunk_h.chunk_fwd_h`
+    and ``chunk_bwd_dh`` with ``gk``), ``[B, T, HV, K]``: ``kg = k exp(G_last - G)`` (``G_last`` the
+    decay at the chunk's last token) in k's dtype with ``store_kg``, ``qg = scale q exp(G)`` in q's
+    dtype when ``q`` is given; each None otherwise. Formed here, where ``k`` and ``G`` are loaded
+    anyway, they spare the sequential recurrences the ``[BT, K]`` decay tiles and their exponentials.
 
     Args:
         Akk: ``[B, T, HV, BT]`` float32 from :func:`kda_intra_fwd`, or its inverse (``ai_mode="load"``).
@@ -341,27 +365,34 @@ def kda_wy_fwd(k, v, g_cum, beta_t, Akk, chunk_size, n_chunks, chunk_indices=Non
             the inverse over ``Akk``), ``"load"`` (``Akk`` holds the inverse). On an NPU at a chunk size
             in :data:`NPU_SPLIT_INVERSE_CHUNKS` ``"none"`` and ``"store"`` run as two launches: the
             inverse, written over ``Akk``, then ``"load"``.
+        q: ``[B, T, H, K]`` to also form ``qg``, with ``scale`` (a float).
+        store_kg: also form ``kg``.
     """
     B, T, H, K = k.shape
     HV, V = v.shape[2], v.shape[3]
     w = torch.empty(B, T, HV, K, dtype=k.dtype, device=k.device)
     u = torch.empty(B, T, HV, V, dtype=v.dtype, device=v.device)
+    kg = torch.empty(B, T, HV, K, dtype=k.dtype, device=k.device) if store_kg else None
+    qg = torch.empty(B, T, HV, K, dtype=q.dtype, device=q.device) if q is not None else None
     modes = [ai_mode]
     if ai_mode != "load" and backend.device_type() == "npu" and chunk_size in NPU_SPLIT_INVERSE_CHUNKS:
         modes = ["invert", "load"]
     for mode in modes:
         plan = task_plan(n_chunks * HV, "cube")
         npu_block = NPU_WY_LOAD_BLOCK if mode == "load" else NPU_BK
+        npu_bk = NPU_WY_QG_BK if mode == "load" and q is not None else npu_block
         BV = stage_block("kda_wy_fwd", V, npu_block)
         kda_wy_fwd_kernel[plan.grid](
-            k=k, v=v, g_cum=g_cum, beta_t=beta_t, Akk=Akk, w=w, u=u, chunk_indices=chunk_indices,
+            q=q, k=k, v=v, g_cum=g_cum, beta_t=beta_t, Akk=Akk, w=w, u=u, kg=kg, qg=qg,
+            scale=1.0 if scale is None else scale, chunk_indices=chunk_indices,
             cu_seqlens=cu_seqlens, T=T, NT=cdiv(T, chunk_size), TT=B * T, n_tasks=n_chunks * HV,
-            n_programs=plan.n_programs, H=H, HV=HV, K=K, V=V, BT=chunk_size, BK=stage_block("kda_wy_fwd", K, npu_block),
+            n_programs=plan.n_programs, H=H, HV=HV, K=K, V=V, BT=chunk_size, BK=stage_block("kda_wy_fwd", K, npu_bk),
             BV=BV, DOT_PRECISION=dot_precision("wy_fwd", k.dtype), AI_MODE=mode, IS_VARLEN=cu_seqlens is not None,
             TASK_LOOP=plan.task_loop, F32_CHAIN=f32_dot_chain(chunk_size, BV),
-            RELOAD_AI=mode == "load" and stage_form("kda_wy_fwd", "reload_ai"), **stage_launch("kda_wy_fwd"),
+            RELOAD_AI=mode == "load" and stage_form("kda_wy_fwd", "reload_ai"), STORE_KG=store_kg,
+            STORE_QG=q is not None, **stage_launch("kda_wy_fwd"),
         )
-    return w, u
+    return w, u, kg, qg
 
 
 @triton.jit

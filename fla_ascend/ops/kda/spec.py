@@ -139,7 +139,7 @@ _UNFITTED = ("ub_model_vs_plan", "*", "the UB model of the KDA stages is not fit
 _WY_BWD_HEADROOM = ("ub_headroom", "*", "the [BT, BT] gradients of Ai and Akk: 94-97% of A2's UB at chunk 64 in "
                     "blocks of 64 (99-100% in blocks of 32), as the gated delta rule's WY backward; not split yet")
 _NO_NPU_BWD = ("not_launched", "kda-*K256-*", "chunk_kda's backward refuses K > 128 on an NPU "
-               "(chunk.NPU_MAX_BWD_K: the reverse state recurrence's decay tiles overflow the UB at K = 256), so "
+               "(chunk.NPU_MAX_BWD_K: the intra and WY backward plan 90-94% of A2's UB at K = 256), so "
                "its K = 256 scenarios run the forward only")
 
 _K = "fla_ascend.ops.kda."
