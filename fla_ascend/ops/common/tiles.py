@@ -80,16 +80,20 @@ CUDA_LAUNCH: Mapping[str, Mapping] = _frozen({
     # at K = V = 100, 0.050 in the fp16 Qwen3-Next varlen case, not deterministic at Qwen3-Next's
     # shape (GPU tier, 2026-11-30; cases.md)
     "dqkwg": {"num_warps": 4, "num_stages": 1},
-    # the state recurrences with a decay per key channel (KDA): their own entries, as they load a
-    # [BT, BK] float32 decay tile per chunk besides the gated delta rule's operands
+    # the state recurrences with a decay per key channel (KDA): their own entries, as they decay the
+    # state per row and read the pre-scaled k (and q) per value head
     "fwd_h_gk": {"num_warps": 4, "num_stages": {128: 3, 256: 2}, "bv": (64, 32)},
     "bwd_dh_gk": {"num_warps": 4, "num_stages": {128: 3, 256: 2}, "bv": (64, 32)},
     # KDA's stages (ops/kda): "block" is the widest K (and V) block of their tiles off an NPU; a form
     # flag set runs the stage's NPU form (docs/ascend-rules.md, R13) off an NPU too
     "kda_intra_fwd": {"num_warps": 4, "block": 64, "diag_block": False},
-    "kda_wy_fwd": {"num_warps": 4, "block": 64, "reload_ai": False},
+    # kda_wy_fwd: 495.4 -> 345.9 us a forward + backward step at B1 T4096 H32 K = V = 128 (H100,
+    # benchmarks/tune_kda_stages.py, 2026-12-07)
+    "kda_wy_fwd": {"num_warps": 2, "num_stages": 2, "block": 32, "reload_ai": False},
     "kda_wy_bwd": {"num_warps": 4, "block": 64},
-    "kda_fwd_o": {"num_warps": 4, "block": 64, "one_acc": False},
+    # kda_fwd_o at 2 stages: 114.4 -> 93.3 us a forward + backward step at B1 T4096 H32 K = V = 128
+    # (H100, benchmarks/tune_kda_stages.py, 2026-12-07)
+    "kda_fwd_o": {"num_warps": 4, "num_stages": 2, "block": 64, "one_acc": False},
     "kda_bwd_dav": {"num_warps": 4, "block": 64},
 })
 """Per-stage CUDA choices: ``num_warps``, ``num_stages``, the ``input_precision`` of the
