@@ -44,7 +44,7 @@ BWD_DH_TILES = [Tile((5, "BK", "BV // 2"), "fp32", "dh, its update, temporaries 
 
 
 @triton.jit
-def _gk_last(g_cum, t0, eos, o_k, m_k, i_hv, HV: tl.constexpr, K: tl.constexpr, BT: tl.constexpr):
+def gk_last(g_cum, t0, eos, o_k, m_k, i_hv, HV: tl.constexpr, K: tl.constexpr, BT: tl.constexpr):
     """The per-channel decay of a chunk's last token, ``[BK]``, from ``g_cum`` ``[B * T, HV, K]``
     float32 (KDA)."""
     return tl.load(g_cum + (t0 + tl.minimum(BT, eos - t0) - 1) * (HV * K) + i_hv * K + o_k, mask=m_k, other=0.0)
@@ -89,7 +89,7 @@ def _chunk_fwd_h_task(
         b_k = tl.load(k + (t0 * H + i_h) * K + o_t[:, None] * (H * K) + o_k[None, :],
                       mask=m_t[:, None] & m_k[None, :], other=0.0)  # [BT, BK]
         if GK:  # a decay per key channel (KDA): g_cum is [B * T, HV, K], k is k exp(G_last - G)
-            b_g_last = _gk_last(g_cum, t0, eos, o_k, m_k, i_hv, HV, K, BT)
+            b_g_last = gk_last(g_cum, t0, eos, o_k, m_k, i_hv, HV, K, BT)
             b_h = b_h * tl.exp(b_g_last)[:, None] + dot_chained(tl.trans(b_k), b_v, F32_CHAIN)
         else:
             p_gate = tl.cast(i_hv, tl.int64) * TT + t0
@@ -273,7 +273,7 @@ def _chunk_bwd_dh_task(
         if GK:  # a decay per key channel (KDA): g_cum is [B * T, HV, K], k and q pre-scaled
             b_dv = dot_chained(b_k, b_dh, F32_CHAIN) + tl.load(dv_local + p_v, mask=m_tv, other=0.0)  # [BT, BV]
             b_qd = b_q
-            b_decay = tl.exp(_gk_last(g_cum, t0, eos, o_k, m_k, i_hv, HV, K, BT))[:, None]  # [BK, 1]
+            b_decay = tl.exp(gk_last(g_cum, t0, eos, o_k, m_k, i_hv, HV, K, BT))[:, None]  # [BK, 1]
         else:
             p_gate = tl.cast(i_hv, tl.int64) * TT + t0
             b_g = tl.load(g_cum + p_gate + o_t, mask=m_t, other=0.0)  # [BT]

@@ -26,6 +26,7 @@ import triton
 import triton.language as tl
 
 from fla_ascend import backend
+from fla_ascend.ops.common.chunk_h import gk_last
 from fla_ascend.ops.common.chunk_index import chunk_bounds
 from fla_ascend.ops.common.tiles import (
     dot_operand,
@@ -295,8 +296,7 @@ def _kda_wy_fwd_wu(b_Ai, Ai, p_A, q, k, v, g_cum, beta_t, w, u, kg, qg, scale, t
         b_eG = masked_exp(b_G, m_tk)
         b_x = b_k.to(tl.float32) * b_eG * b_beta[:, None]
         if STORE_KG:  # G_last - G <= 0 (G falls along the chunk): the factor is at most 1
-            b_g_last = tl.load(g_cum + (t0 + tl.minimum(BT, eos - t0) - 1) * (HV * K) + i_hv * K + o_k,
-                               mask=o_k < K, other=0.0)
+            b_g_last = gk_last(g_cum, t0, eos, o_k, o_k < K, i_hv, HV, K, BT)
             tl.store(kg + p_G, (b_k.to(tl.float32) * masked_exp(b_g_last[None, :] - b_G, m_tk)).to(kg.dtype.element_ty),
                      mask=m_tk)
         if STORE_QG:
@@ -308,8 +308,7 @@ def _kda_wy_fwd_wu(b_Ai, Ai, p_A, q, k, v, g_cum, beta_t, w, u, kg, qg, scale, t
             b_w = tl.dot(dot_operand(b_Ai), b_x)
         else:
             b_w = tl.dot(dot_operand(b_Ai_k), b_x.to(k.dtype.element_ty))
-        tl.store(w + (t0 + o_t)[:, None] * (HV * K) + i_hv * K + o_k[None, :], b_w.to(w.dtype.element_ty),
-                 mask=m_tk)
+        tl.store(w + p_G, b_w.to(w.dtype.element_ty), mask=m_tk)
     b_Ai_v = b_Ai.to(v.dtype.element_ty)
     for i_v in range(tl.cdiv(V, BV)):
         o_v = i_v * BV + tl.arange(0, BV)
