@@ -8,7 +8,11 @@ Findings:
   (``compile_ub_overflow``, ``compile_l1_overflow``, ``compile_l0c_overflow``, ``compile_crash``,
   ``compile_timeout``, ``compile_other``...).
 - ``ub_headroom`` (``error`` on A2/A3; on A5 ``warning`` unless ``strict_a5``): the planned UB leaves
-  less than :data:`UB_HEADROOM` of the chip's UB free.
+  less than :data:`UB_HEADROOM` of the chip's UB free. On A2/A3 such a plan is probed
+  (:func:`fla_ascend.compiler.reserve.reserve_fits`): bishengir-compile's planner spends spare UB on
+  avoiding buffer reuse across pipes, so the kernel is planned again beside a reserved
+  :data:`UB_HEADROOM` share of the UB; when that plan is found the finding is ``info`` (the room is
+  there), otherwise it stays an error. The probe's outcome is the row's ``ub_reserve``.
 - ``ub_model_vs_plan`` (as ``ub_headroom``): the UB model (:func:`fla_ascend.tiling.ub.predict`, charged
   bytes) is above :data:`MODEL_MAX_RATIO` times the planned UB, or below it; below a plan that leaves
   :data:`UB_HEADROOM` free it is ``info`` (see :data:`MODEL_MAX_RATIO`).
@@ -20,6 +24,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 from fla_ascend.compiler.bishengir import compile_module, compiler_available, is_a5
+from fla_ascend.compiler.reserve import reserve_fits, reserve_size
 from fla_ascend.tiling.chips import ChipSpec
 
 __all__ = ["merge_specialisations", "compile_results", "UB_HEADROOM", "MODEL_MAX_RATIO"]
@@ -68,7 +73,11 @@ def _finding(code, message, severity="error", where=""):
     return {"code": code, "message": message, "severity": severity, "where": where}
 
 
-def _apply(r, res, chip: ChipSpec, strict_a5: bool) -> None:
+def _over_headroom(res, chip: ChipSpec) -> bool:
+    return res.ok and res.facts is not None and res.facts.planned_bytes.get("ub", 0) > (1 - UB_HEADROOM) * chip.ub_bytes
+
+
+def _apply(r, res, chip: ChipSpec, strict_a5: bool, reserve=None) -> None:
     # the plan findings of A5 (whose UB model is not fitted and which the A2/A3 tiles serve) are warnings
     # by default; a launch that does not compile is an error on every chip
     sev = "warning" if is_a5(chip.name) and not strict_a5 else "error"
@@ -92,13 +101,25 @@ def _apply(r, res, chip: ChipSpec, strict_a5: bool) -> None:
         r.findings.append(_finding(f"compile_{res.error_class}", f"bishengir-compile: {res.message}{extra}"))
         return
     ub = r.planned.get("ub", 0)
-    if ub > (1 - UB_HEADROOM) * chip.ub_bytes:
-        r.findings.append(_finding("ub_headroom", f"planned UB {ub} B = {ub / chip.ub_bytes:.0%} of {chip.ub_bytes} B "
-                                   f"(at most {1 - UB_HEADROOM:.0%})", sev))
+    room = ub <= (1 - UB_HEADROOM) * chip.ub_bytes
+    if reserve is not None:
+        r.ub_reserve = reserve.to_dict()
+    if not room:
+        msg = f"planned UB {ub} B = {ub / chip.ub_bytes:.0%} of {chip.ub_bytes} B (at most {1 - UB_HEADROOM:.0%})"
+        if reserve is not None and reserve.fits:
+            room = True
+            r.findings.append(_finding("ub_headroom", f"{msg}; it plans beside a reserved {reserve.reserve_bytes} B "
+                                       f"({reserve.reserve_bytes / chip.ub_bytes:.0%}) live through the kernel: the "
+                                       "planner filled spare UB", "info"))
+        else:
+            why = "" if reserve is None else (" and does not plan beside a reserved "
+                                              f"{reserve.reserve_bytes} B" if reserve.fits is False
+                                              else f"; reservation probe undecided: {reserve.reason}")
+            r.findings.append(_finding("ub_headroom", msg + why, sev))
     if r.model_bytes is not None and ub:
         r.model_vs_plan = round(r.model_bytes / ub, 3)
         if not 1.0 <= r.model_vs_plan <= MODEL_MAX_RATIO:
-            fits = ub <= (1 - UB_HEADROOM) * chip.ub_bytes
+            fits = room
             r.findings.append(_finding("ub_model_vs_plan", f"UB model {r.model_bytes} B vs planned {ub} B: ratio "
                                        f"{r.model_vs_plan} outside [1, {MODEL_MAX_RATIO}]",
                                        "info" if r.model_vs_plan < 1.0 and fits else sev))
@@ -127,14 +148,20 @@ def compile_results(results: list, chip: ChipSpec, jobs: int, timeout_s: float, 
 
     def work(item):
         (_sha, opts), rows = item
-        return item, compile_module(rows[0].ttadapter, chip.name, dict(opts), timeout_s=timeout_s,
-                                    cache_dir=cache_dir, use_cache=use_cache)
+        res = compile_module(rows[0].ttadapter, chip.name, dict(opts), timeout_s=timeout_s,
+                             cache_dir=cache_dir, use_cache=use_cache)
+        reserve = None
+        if _over_headroom(res, chip) and not is_a5(chip.name):
+            reserve = reserve_fits(rows[0].ttadapter, chip.name, dict(opts), reserve_size(chip.ub_bytes, UB_HEADROOM),
+                                   res.facts.planned_bytes["ub"], timeout_s=timeout_s, cache_dir=cache_dir,
+                                   use_cache=use_cache)
+        return item, res, reserve
 
     with ThreadPoolExecutor(max_workers=max(1, jobs)) as ex:
-        for ((_sha, _opts), rows), res in ex.map(work, todo):
+        for ((_sha, _opts), rows), res, reserve in ex.map(work, todo):
             done += 1
             for r in rows:
-                _apply(r, res, chip, strict_a5)
+                _apply(r, res, chip, strict_a5, reserve)
             if log is not None and (res.seconds > 10 and not res.cached or done == len(todo)):
                 name = rows[0].kernel.rsplit(".", 1)[-1]
                 print(f"[{chip.name}] {done}/{len(todo)} compiled ({time.perf_counter() - t0:.0f} s): {name} "

@@ -141,7 +141,9 @@ class CaseResult:
     ``cross_core_syncs``, ``compile_seconds`` (wall) and ``compile_cpu_seconds``, ``compile_error_class``
     and ``compile_message``.
     ``model_bytes`` is the UB model's charged bytes (:func:`fla_ascend.tiling.ub.predict`) and
-    ``model_vs_plan`` its ratio to the planned UB. ``configs`` lists every scenario that gave this
+    ``model_vs_plan`` its ratio to the planned UB. ``ub_reserve``: on A2/A3, for a plan above the UB
+    headroom, the reservation probe's outcome (:class:`fla_ascend.compiler.reserve.ReserveResult`).
+    ``configs`` lists every scenario that gave this
     same specialisation (merged rows).
     """
 
@@ -179,6 +181,7 @@ class CaseResult:
     cross_core_syncs: int | None = None
     module_path: str = ""
     model_vs_plan: float | None = None
+    ub_reserve: dict = field(default_factory=dict)
     configs: list = field(default_factory=list)
     findings: list = field(default_factory=list)
     ttadapter: str = field(default="", repr=False)

@@ -54,8 +54,9 @@ qwen3next``, 2026-12-03): 3140 us at
 ``BK = 64, BV = 16`` (the UB model's pick before), 1869 / 1577 / 1655 at ``BK = 128`` with ``BV``
 16 / 32 / 64; B8 T2048 H32: 12268 -> 6007 at ``[128, 32]``. bishengir-compile plans 194848-196384 B
 at ``BT = 64`` for every tile tried: it fills the UB whatever the tile, so the UB model
-(:data:`BWD_DQKWG_TILES`, calibrated on the smaller tiles) overstates it there (the check accepts
-that)."""
+(:data:`BWD_DQKWG_TILES`, calibrated on the smaller tiles) overstates it there. With ``dw`` stored
+before the in-chunk part, every such plan also plans beside a reserved 10% of the UB (the check's
+probe, :mod:`fla_ascend.compiler.reserve`)."""
 BWD_DQKWG_TILES = [Tile((6, "BT", "BT"), "fp32", "dS, S / dSg, gating and masks", buffered=False),
     Tile((5, "BT", "BK"), "fp32", "q, k blocks, dq, dk, dw"), Tile((4, "BK", "BV"), "fp32", "h, dh blocks")]
 
@@ -297,6 +298,10 @@ def _chunk_bwd_dqkwg_task(
             b_dw += tl.dot(b_dvn.to(b_h.dtype), tl.trans(b_h))
         b_hdh += tl.sum(b_h.to(tl.float32) * b_dh.to(tl.float32), 1)
     m_tk = m_t[:, None] & m_k[None, :]
+    # dw is complete after the V loop: stored before the in-chunk part, so that its [BT, BK] float32
+    # tile is not live beside that part's [BT, BT] and [BT, BK] temporaries
+    p_out = (t0 * HV + i_hv) * K + o_t[:, None] * (HV * K) + o_k[None, :]
+    tl.store(dw + p_out, (-b_dw).to(dw.dtype.element_ty), mask=m_tk)
     p_qk = (t0 * H + i_h) * K + o_t[:, None] * (H * K) + o_k[None, :]
     b_q = tl.load(q + p_qk, mask=m_tk, other=0.0)  # [BT, BK]
     b_k = tl.load(k + p_qk, mask=m_tk, other=0.0)  # [BT, BK]
@@ -324,10 +329,8 @@ def _chunk_bwd_dqkwg_task(
     # (dSg^T q) written as (q^T dSg)^T: a tl.trans of a dot result used as a dot operand is
     # miscompiled on Hopper by Triton 3.4 to 3.7.0 (wrong dk; flash-linear-attention issue 640)
     b_dk += tl.trans(dot_chained(tl.trans(b_q), b_dSg, F32_CHAIN))
-    p_out = (t0 * HV + i_hv) * K + o_t[:, None] * (HV * K) + o_k[None, :]
     tl.store(dq + p_out, b_dq.to(dq.dtype.element_ty), mask=m_tk)
     tl.store(dk + p_out, b_dk, mask=m_tk)
-    tl.store(dw + p_out, (-b_dw).to(dw.dtype.element_ty), mask=m_tk)
     tl.store(dg_parts + (tl.cast(i_k, tl.int64) * HV + i_hv) * TT + t0 + o_t, b_dG, mask=m_t)
 
 
@@ -345,7 +348,10 @@ def chunk_bwd_dqkwg_kernel(
     and 166048-195104 B for every ``BK``, ``BV`` in {32, 64} with or without multi-buffering
     (141152 B at 16 x 16): about twelve ``[BT, BT]`` float32 buffers (``dS``, ``S``, the gated
     products and their masks) dominate. ``chunk_size = 32`` plans 165280 B (84%), 16 plans
-    149440 B. The plan fits; it leaves under 2% free."""
+    149440 B. At K >= 100 the plan did not leave 10% of the UB to the compiler's planner (a
+    reserved 10% overflowed by 5.6 KB at K = V = 128) while ``dw``'s ``[BT, BK]`` float32 tile stayed
+    live to the end; stored right after the V loop, it does (2026-12-07, the check's reservation
+    probe)."""
     if TASK_LOOP:
         for i_task in tl.range(tl.program_id(0), n_tasks, n_programs):
             _chunk_bwd_dqkwg_task(i_task, q, k, v_new, h, dh, do, dv_new, g_cum, dq, dk, dw, dg_parts,

@@ -49,9 +49,10 @@ def npu_tiles(tiles, chunk_size: int, x: torch.Tensor, candidates: dict, **fixed
 NPU_MARGINS = (0.9, 1.0)
 """Shares of the UB an NPU launch plan may fill, tried in turn: 90% leaves the 10% free that
 ``fla-ascend check`` asks for; where no tile size does (the ``BT = 64`` WY backward and
-``chunk_bwd_dqkwg``, whose ``[BT, BT]`` buffers alone plan over 90%: the check's allow-list says
-why), the whole UB. The ``BT = 64`` WY forward, whose one-launch inverse planned 99-100%, runs in
-three launches on an NPU instead (``wy.NPU_SPLIT_INVERSE_CHUNKS``)."""
+``chunk_bwd_dqkwg``, whose ``[BT, BT]`` buffers alone plan over 90%, though each still plans
+beside a reserved 10% of the UB: the check's reservation probe), the whole UB. The ``BT = 64``
+WY forward, whose one-launch inverse planned 99-100%, runs in three launches on an NPU instead
+(``wy.NPU_SPLIT_INVERSE_CHUNKS``)."""
 
 
 def _frozen(table: dict) -> Mapping[str, Mapping]:

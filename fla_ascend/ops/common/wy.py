@@ -84,8 +84,9 @@ keep the model's pick): its cross-core waits fall with the number of K and V blo
 HV32, Ascend910B2, calibrated constants (``fla-ascend estimate chunk_gated_delta_rule --shape
 qwen3next``, 2026-12-03): 2914 us at ``BK = BV = 32`` (the UB model's pick before), 1887 at
 ``[64, 64]``, 1474 at ``[128, 32]``, 1327 at ``[128, 64]``, 1254 at ``[128, 128]``. At ``BT = 64``
-bishengir-compile plans 166-197 KB for every one of these: the ``[BT, BT]`` gradients of ``A`` fill
-the UB whatever the tile (the check accepts that)."""
+bishengir-compile plans 166-197 KB for every one of these: its planner spends the spare UB on
+avoiding buffer reuse across pipes; every such plan also plans beside a reserved 10% of the UB
+(:mod:`fla_ascend.compiler.reserve`, the check's probe), so the room is there."""
 
 
 @triton.jit
@@ -572,8 +573,10 @@ def chunk_wy_bwd_kernel(
     """Stage 2 backward. UB on an A2/A3 vector core: at ``BT = 64`` bishengir-compile (Ascend910B2,
     2026-12-01) plans 188928 B of the 196608 B UB (96%) at K = 100 to 256, and all of it (196608 B)
     at K = V = 64: the ``[BT, BT]`` float32 gradients of ``A`` and their temporaries dominate, not
-    the ``BK``/``BV`` slabs. ``chunk_size = 32`` plans 150784 B (77%), 16 plans 99264 B. The plan
-    fits; it leaves 0-4% free."""
+    the ``BK``/``BV`` slabs. ``chunk_size = 32`` plans 150784 B (77%), 16 plans 99264 B. Its buffers
+    occupy at most 124928 B (64%) at any one point at K = V = 128 (the compiler's memory display):
+    the plan fills the rest to avoid cross-pipe reuse, and it plans beside a reserved 10% of the UB
+    at every K the check compiles (:mod:`fla_ascend.compiler.reserve`, 2026-12-07)."""
     if TASK_LOOP:
         for i_task in tl.range(tl.program_id(0), n_tasks, n_programs):
             _chunk_wy_bwd_task(i_task, k, v, g_cum, beta_t, Ai, dw, du, dk_in, dk, dv, dbeta_t, dg_parts,

@@ -243,17 +243,13 @@ CHUNK_KERNELS = (
            [Tile(("35 + 51 * USE_GATE", "BT", "BH"), "fp32", "dg, g, reverse cumsum and activation temporaries",
                  buffered=False)], "gate cumsum", "chunk"),
     Kernel(_C + "wy.chunk_wy_bwd_kernel", "cube", wy.WY_BWD_TILES, "WY bwd", "chunk",
-           allow=(("ub_headroom", "*BT64*", "BT = 64: the [BT, BT] fp32 gradients of A, independent of BK/BV "
-                   "(docstring); chunk_size 32 plans 77%"),
-                  ("ub_model_vs_plan", "*BT64*", "BT = 64: the tile is chosen by estimate (wy.NPU_WY_BWD_TILE); "
-                   "the compiler fills the UB for every tile, the model (fitted on smaller tiles) overstates it"))),
+           allow=(("ub_model_vs_plan", "*BT64*", "BT = 64: the tile is chosen by estimate (wy.NPU_WY_BWD_TILE); "
+                   "the compiler fills the UB for every tile, the model (fitted on smaller tiles) overstates it"),)),
     BWD_DH_KERNEL,
     Kernel(_C + "chunk_o.chunk_bwd_dv_local_kernel", "cube", chunk_o.BWD_DV_LOCAL_TILES, "dv local", "chunk"),
     Kernel(_C + "chunk_o.chunk_bwd_dqkwg_kernel", "cube", chunk_o.BWD_DQKWG_TILES, "dq dk dw dg", "chunk",
-           allow=(("ub_headroom", "*BT64*", "BT = 64: ~12 [BT, BT] fp32 buffers, 166-196 KB for every BK, BV "
-                   "(docstring); chunk_size 32 plans 84%"),
-                  ("ub_model_vs_plan", "*BT64*", "BT = 64: the tile is chosen by estimate (chunk_o.NPU_DQKWG_TILE); "
-                   "the compiler fills the UB for every tile, the model (fitted on smaller tiles) overstates it"))),
+           allow=(("ub_model_vs_plan", "*BT64*", "BT = 64: the tile is chosen by estimate (chunk_o.NPU_DQKWG_TILE); "
+                   "the compiler fills the UB for every tile, the model (fitted on smaller tiles) overstates it"),)),
     Kernel(_C + "gva.gva_group_sum_kernel", "vector", gva.GVA_SUM_TILES, "GVA group sum", "chunk"),
 )
 

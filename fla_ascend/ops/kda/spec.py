@@ -136,8 +136,6 @@ _FLA_STAGES = (
 # Findings of the NPU check accepted for now (each says why; docs/check.md, "KDA")
 _UNFITTED = ("ub_model_vs_plan", "*", "the UB model of the KDA stages is not fitted to bishengir-compile's plans "
              "yet: the declared tiles are the kernel's own count, the plan is what the compiler reports")
-_WY_BWD_HEADROOM = ("ub_headroom", "*", "the [BT, BT] gradients of Ai and Akk: 94-97% of A2's UB at chunk 64 in "
-                    "blocks of 64 (99-100% in blocks of 32), as the gated delta rule's WY backward; not split yet")
 _NO_NPU_BWD = ("not_launched", "kda-*K256-*", "chunk_kda's backward refuses K > 128 on an NPU "
                "(chunk.NPU_MAX_BWD_K: the intra and WY backward plan 90-94% of A2's UB at K = 256), so "
                "its K = 256 scenarios run the forward only")
@@ -178,7 +176,6 @@ CHUNK_KERNELS = (
             Tile((4, "BT", "BV"), _F32, "do, v, v', dv'"), Tile((2, "BK", "BV"), _F32, "h, dh")],
            "WY bwd, dq dk dg", "chunk",
            allow=(_UNFITTED,
-                  _WY_BWD_HEADROOM,
                   _NO_NPU_BWD)),
     Kernel(_K + "intra.kda_intra_bwd_kernel", "cube",
            [Tile((4, 16, "BT"), _F32, "dAkk, dAqk rows and columns", buffered=False),

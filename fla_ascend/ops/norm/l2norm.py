@@ -128,7 +128,8 @@ def l2norm_bwd_kernel(
     """``dx`` of ``BM`` whole rows per task. UB on an A2/A3 vector core (bishengir-compile,
     Ascend910B2, bf16, 2026-12-01): 107360-109952 B (55%) up to D = 1024, but 180292 B (92%) at
     D = 8192, where one task is a single 8192-wide row and its float32 copies of ``x``, ``dy`` and
-    ``dx`` are live together; it fits. Column blocks (as the gated RMSNorm backward) would free it."""
+    ``dx`` are live together; it fits, and it plans beside a reserved 10% of the UB (the check's
+    reservation probe, 2026-12-07). Column blocks (as the gated RMSNorm backward) would free it."""
     if TASK_LOOP:
         for i_m in tl.range(tl.program_id(0), n_tasks, n_programs):
             _l2norm_bwd_task(i_m, x, rstd, dy, dx, M, D, BM, BD)

@@ -93,7 +93,8 @@ def rms_norm_gated_fwd_kernel(
     """``y`` and ``rstd`` of ``BM`` whole rows per task. UB on an A2/A3 vector core
     (bishengir-compile, Ascend910B2, bf16, 2026-12-01): 125344-131456 B (64-67%) up to D = 1024,
     but 180388 B (92%) at D = 8192, where one task is a single 8192-wide row (``x``, ``g`` and their
-    float32 products live together); it fits. Column blocks (as the backward) would free it."""
+    float32 products live together); it fits, and it plans beside a reserved 10% of the UB (the
+    check's reservation probe, 2026-12-07). Column blocks (as the backward) would free it."""
     if TASK_LOOP:
         for i_m in tl.range(tl.program_id(0), n_tasks, n_programs):
             _rms_gated_fwd_task(i_m, x, g, weight, bias, y, rstd, M, D, eps, BM, BD, HAS_G, HAS_WEIGHT, HAS_BIAS,
