@@ -96,19 +96,27 @@ def test_chunk_kda_npu_plan(chip, chunk_size, K, V, varlen):
         assert_close(f"d{name}", ref[name].grad, x[name].grad.double(), 1e-3 if name in ("g", "beta") else 1e-4)
 
 
-def test_chunk_kda_npu_backward_refuses_k256(npu_target):
-    """On an NPU the backward at K = 256 raises (no UB plan for the reverse recurrence's decay
-    tiles); the forward runs."""
+@pytest.mark.parametrize("chip", ["Ascend910B2", "Ascend910_9599"])
+def test_chunk_kda_npu_backward_k256(chip):
+    """Forward and backward at K = 256 with an NPU target's plans, every input's gradient against
+    autograd of the float64 recurrence."""
     gen = torch.Generator().manual_seed(0)
-    q, k = (torch.randn(1, 16, 1, 256, generator=gen, requires_grad=True) for _ in range(2))
-    v = torch.randn(1, 16, 1, 32, generator=gen, requires_grad=True)
-    g = (-torch.rand(1, 16, 1, 256, generator=gen)).requires_grad_()
-    beta = torch.rand(1, 16, 1, generator=gen).requires_grad_()
-    with backend.use(npu_target):
-        o, _ = chunk_kda(q, k, v, g, beta, chunk_size=16)
-        assert torch.isfinite(o).all()
-        with pytest.raises(NotImplementedError, match="K <= 128, got K=256"):
-            o.sum().backward()
+    T, K, V = 80, 256, 32
+    x = dict(q=torch.randn(1, T, 1, K, generator=gen),
+             k=torch.nn.functional.normalize(torch.randn(1, T, 1, K, generator=gen), dim=-1),
+             v=torch.randn(1, T, 1, V, generator=gen), g=-torch.rand(1, T, 1, K, generator=gen) / 4,
+             beta=torch.rand(1, T, 1, generator=gen), initial_state=torch.randn(1, 1, K, V, generator=gen))
+    ref = {n: t.double().requires_grad_() for n, t in x.items()}
+    for t in x.values():
+        t.requires_grad_()
+    with backend.use(_target(chip)):
+        o, ht = chunk_kda(**x, output_final_state=True, chunk_size=64)
+        (o.sum() + ht.sum()).backward()
+    ro, rht = naive_recurrent_kda(**ref, output_final_state=True)
+    (ro.sum() + rht.sum()).backward()
+    assert_close("o", ro, o.double(), 1e-4)
+    for name in x:
+        assert_close(f"d{name}", ref[name].grad, x[name].grad.double(), 1e-3 if name in ("g", "beta") else 1e-4)
 
 
 @pytest.mark.parametrize("chip", ["Ascend910B2", "Ascend910_9599"])

@@ -331,8 +331,8 @@ def chunk_wy_fwd_kernel(
                            PLAIN_BT16)
 
 @triton.jit
-def _chunk_wy_diag_inverse_task(i_task, Ai, chunk_indices, cu_seqlens, T, NT, HV: tl.constexpr, BT: tl.constexpr,
-                                IS_VARLEN: tl.constexpr):
+def _chunk_wy_diag_inverse_task(i_task, Ai, X, chunk_indices, cu_seqlens, T, NT, HV: tl.constexpr,
+                                BT: tl.constexpr, IS_VARLEN: tl.constexpr, ZERO_DIAG: tl.constexpr):
     i_c = i_task // HV
     i_hv = i_task % HV
     i_n, i_t, bos, eos = chunk_bounds(i_c, chunk_indices, cu_seqlens, T, NT, IS_VARLEN)
@@ -342,28 +342,49 @@ def _chunk_wy_diag_inverse_task(i_task, Ai, chunk_indices, cu_seqlens, T, NT, HV
     o_r = tl.arange(0, 16)
     o_t = tl.arange(0, BT)
     base = Ai + (t0 * HV + i_hv) * BT
+    x_base = X + (t0 * HV + i_hv) * BT
     r_3 = o_b[:, None, None] * 16 + o_r[None, :, None]  # [NB, 16, 1] row in the chunk
     # the diagonal blocks of A, read straight from memory: no masked reshape of the [BT, BT] tile
-    b_D = tl.load(base + r_3 * (HV * BT) + o_b[:, None, None] * 16 + o_r[None, None, :], mask=r_3 < eos - t0,
-                  other=0.0)  # [NB, 16, 16]
+    p_D = base + r_3 * (HV * BT) + o_b[:, None, None] * 16 + o_r[None, None, :]
+    b_D = tl.load(p_D, mask=r_3 < eos - t0, other=0.0)  # [NB, 16, 16]
     b_X = _diag_subst(b_D)
+    if ZERO_DIAG:  # A keeps its strictly block-lower part only
+        tl.store(p_D, tl.zeros([NB, 16, 16], dtype=tl.float32), mask=r_3 < eos - t0)
     m_diag = o_b[:, None, None, None] == o_b[None, None, :, None]  # [NB, 1, NB, 1]
-    tl.store(base + o_t[:, None] * (HV * BT) + o_t[None, :],
+    tl.store(x_base + o_t[:, None] * (HV * BT) + o_t[None, :],
              tl.reshape(tl.where(m_diag, b_X[:, :, None, :], 0.0), [BT, BT]), mask=(o_t < eos - t0)[:, None])
 
 
 @triton.jit(do_not_specialize=["T", "NT", "n_tasks", "n_programs"])
-def chunk_wy_diag_inverse_kernel(Ai, chunk_indices, cu_seqlens, T, NT, n_tasks, n_programs, HV: tl.constexpr,
-                                 BT: tl.constexpr, IS_VARLEN: tl.constexpr, TASK_LOOP: tl.constexpr):
+def chunk_wy_diag_inverse_kernel(Ai, X, chunk_indices, cu_seqlens, T, NT, n_tasks, n_programs, HV: tl.constexpr,
+                                 BT: tl.constexpr, IS_VARLEN: tl.constexpr, TASK_LOOP: tl.constexpr,
+                                 ZERO_DIAG: tl.constexpr = False):
     """Second of the three launches of :func:`chunk_wy_fwd` on an NPU at ``chunk_size = 64``
-    (:data:`NPU_SPLIT_INVERSE_CHUNKS`), on the vector cores: reads the ``16 x 16`` diagonal blocks
-    ``D`` of each chunk's ``A`` (float32 ``[B, T, HV, BT]``, written by the first launch) and writes
-    ``D^-1`` (block diagonal, zero elsewhere) over ``A``."""
+    (:data:`NPU_SPLIT_INVERSE_CHUNKS`; KDA's WY forward runs it the same way), on the vector cores:
+    reads the ``16 x 16`` diagonal blocks ``D`` of each chunk's ``A`` (``Ai``, float32
+    ``[B, T, HV, BT]``, written by the first launch) and writes ``D^-1`` (block diagonal, zero
+    elsewhere) to ``X`` (the same layout; ``X`` may be ``Ai`` itself)."""
     if TASK_LOOP:
         for i_task in tl.range(tl.program_id(0), n_tasks, n_programs):
-            _chunk_wy_diag_inverse_task(i_task, Ai, chunk_indices, cu_seqlens, T, NT, HV, BT, IS_VARLEN)
+            _chunk_wy_diag_inverse_task(i_task, Ai, X, chunk_indices, cu_seqlens, T, NT, HV, BT, IS_VARLEN, ZERO_DIAG)
     else:
-        _chunk_wy_diag_inverse_task(tl.program_id(0), Ai, chunk_indices, cu_seqlens, T, NT, HV, BT, IS_VARLEN)
+        _chunk_wy_diag_inverse_task(tl.program_id(0), Ai, X, chunk_indices, cu_seqlens, T, NT, HV, BT, IS_VARLEN,
+                                    ZERO_DIAG)
+
+
+def wy_diag_inverse(A: torch.Tensor, X: torch.Tensor, chunk_size: int, n_chunks: int,
+                    chunk_indices: torch.Tensor | None = None, cu_seqlens: torch.Tensor | None = None,
+                    zero_diag: bool = False) -> None:
+    """Write ``D^-1``, the inverse of ``I`` plus the ``16 x 16`` diagonal blocks of each chunk's
+    strictly lower ``A`` (float32 ``[B, T, HV, chunk_size]``), block diagonal and zero elsewhere, to
+    ``X`` (the same shape; ``A`` itself allowed), with :func:`chunk_wy_diag_inverse_kernel` on the
+    vector cores. :func:`wy_inverse_from_blocks` completes the inverse from it."""
+    T, HV = A.shape[1], A.shape[2]
+    plan = task_plan(n_chunks * HV, "vector")
+    chunk_wy_diag_inverse_kernel[plan.grid](
+        Ai=A, X=X, chunk_indices=chunk_indices, cu_seqlens=cu_seqlens, T=T, NT=cdiv(T, chunk_size),
+        n_tasks=n_chunks * HV, n_programs=plan.n_programs, HV=HV, BT=chunk_size,
+        IS_VARLEN=cu_seqlens is not None, TASK_LOOP=plan.task_loop, ZERO_DIAG=zero_diag, **backend.launch_options())
 
 
 NPU_WY_FWD_BK_CANDIDATES = (128, 64, 32)
@@ -470,11 +491,7 @@ def chunk_wy_fwd(
         torch.empty(B, T, HV, chunk_size, dtype=torch.float32, device=k.device)
     E = torch.empty(B, T, HV, chunk_size, dtype=torch.float32, device=k.device)
     launch("kkt", A_buf, A_off=E)
-    vplan = task_plan(n_chunks * HV, "vector")
-    chunk_wy_diag_inverse_kernel[vplan.grid](
-        Ai=A_buf, chunk_indices=chunk_indices, cu_seqlens=cu_seqlens, T=T, NT=cdiv(T, chunk_size),
-        n_tasks=n_chunks * HV, n_programs=vplan.n_programs, HV=HV, BT=chunk_size,
-        IS_VARLEN=cu_seqlens is not None, TASK_LOOP=vplan.task_loop, **backend.launch_options())
+    wy_diag_inverse(A_buf, A_buf, chunk_size, n_chunks, chunk_indices, cu_seqlens)
     launch("blocks", A_buf, A_off=E, STORE_AI=store_ai)
     if store_ai and A_buf is not Ai:
         Ai.copy_(A_buf)

@@ -214,11 +214,16 @@ _GK_UNFITTED = ("ub_model_vs_plan", "kda-*", "the per-channel-decay variant (GK,
 FWD_H_KERNEL = Kernel(_C + "chunk_h.chunk_fwd_h_kernel", "cube", chunk_h.FWD_H_TILES, "state h", "chunk",
                       allow=(_GK_UNFITTED,))
 BWD_DH_KERNEL = Kernel(_C + "chunk_h.chunk_bwd_dh_kernel", "cube", chunk_h.BWD_DH_TILES, "state dh", "chunk",
-                       allow=(_GK_UNFITTED,
-                              ("not_launched", "kda-*K256-*", "chunk_kda's backward refuses K > 128 on an NPU "
-                               "(kda.chunk.NPU_MAX_BWD_K), so its K = 256 scenarios run the forward only")))
+                       allow=(_GK_UNFITTED,))
 """The state recurrences' records; ``chunk_kda`` (:mod:`fla_ascend.ops.kda.spec`) lists the same records
 (their per-channel-decay ``GK`` variant runs in its ``chunk`` scenarios)."""
+DIAG_INVERSE_KERNEL = Kernel(_C + "wy.chunk_wy_diag_inverse_kernel", "vector", wy.WY_DIAG_INVERSE_TILES,
+                             "WY fwd (kkt, inverse, w u)", "chunk", npu_only=True,
+                             allow=tuple(("not_launched", f"*BT{bt}*", f"launched at chunk_size 64 only "
+                                          f"(wy.NPU_SPLIT_INVERSE_CHUNKS, kda.intra.NPU_SPLIT_INVERSE_CHUNKS); "
+                                          f"chunk_size {bt} computes the inverse in one launch") for bt in (16, 32)))
+"""The WY forward's diagonal-block inverse on the vector cores; ``chunk_kda`` lists the same record (its
+WY forward runs it at chunk 64 on an NPU, zeroing the blocks it reads)."""
 CHUNK_KERNELS = (
     Kernel(_C + "cumsum.chunk_gate_cumsum_kernel", "vector",
            # bishengir-compile's plan (A2, with the GATE_FLOOR count): 32.2-32.6 [BT, BH] fp32 tiles, 74 with
@@ -228,10 +233,7 @@ CHUNK_KERNELS = (
     Kernel(_C + "wy.chunk_wy_fwd_kernel", "cube", wy.WY_FWD_TILES, "WY fwd (kkt, inverse, w u)", "chunk",
            sizes=lambda s: {**{k: v for k, v in s.items() if not isinstance(v, str)},
                             **wy.wy_fwd_mode_sizes(s["AI_MODE"])}),
-    Kernel(_C + "wy.chunk_wy_diag_inverse_kernel", "vector", wy.WY_DIAG_INVERSE_TILES, "WY fwd (kkt, inverse, w u)",
-           "chunk", npu_only=True,
-           allow=tuple(("not_launched", f"*BT{bt}*", f"launched at chunk_size 64 only (wy.NPU_SPLIT_INVERSE_CHUNKS); "
-                        f"chunk_size {bt} computes the inverse in one launch") for bt in (16, 32))),
+    DIAG_INVERSE_KERNEL,
     FWD_H_KERNEL,
     Kernel(_C + "chunk_o.chunk_fwd_o_kernel", "cube", chunk_o.FWD_O_TILES, "output o", "chunk",
            allow=(("ub_model_vs_plan", "*BT64*", "BT = 64 on A2/A3: the tile is chosen by estimate "

@@ -25,9 +25,6 @@ from fla_ascend.ops.utils import check_bools, prepare_chunk_indices
 from fla_ascend.ops.utils.autograd import kernel_backward
 
 CHUNK_SIZES = (16, 32, 64)
-NPU_MAX_BWD_K = 128
-"""Largest ``K`` of the backward on an Ascend NPU: at ``K = 256`` bishengir-compile plans 90% of
-Ascend910B2's UB for the intra backward's row launch and 94% for the WY backward (2026-12-07)."""
 SAFE_LOWER_BOUND = (-5.0, 0.0)
 """The range ``[-5, 0)`` flash-linear-attention 0.6.0 requires of ``lower_bound`` with ``safe_gate``
 and ``use_gate_in_kernel``."""
@@ -78,8 +75,7 @@ def chunk_kda_bwd(q, k, v, g, beta_t, scale, initial_state, cu_seqlens, gate, ch
 
     Raises:
         NotImplementedError: on a CUDA GPU, ``K`` or ``V`` below
-            :data:`fla_ascend.ops.gated_delta_rule.chunk.CUDA_MIN_BWD_HEAD_DIM`; on an Ascend NPU, ``K``
-            above :data:`NPU_MAX_BWD_K`.
+            :data:`fla_ascend.ops.gated_delta_rule.chunk.CUDA_MIN_BWD_HEAD_DIM`.
     """
     B, T, H, K = q.shape
     HV, V = v.shape[2], v.shape[3]
@@ -87,10 +83,6 @@ def chunk_kda_bwd(q, k, v, g, beta_t, scale, initial_state, cu_seqlens, gate, ch
         raise NotImplementedError(
             f"chunk_kda: the backward on CUDA needs head dims K, V >= {CUDA_MIN_BWD_HEAD_DIM}, got K={K}, V={V} "
             "(the state stages' rule, chunk_gated_delta_rule's backward). The forward runs at any head dim.")
-    if K > NPU_MAX_BWD_K and backend.device_type() == "npu":
-        raise NotImplementedError(
-            f"chunk_kda: the backward on an Ascend NPU needs K <= {NPU_MAX_BWD_K}, got K={K} (the intra and WY "
-            "backward's plans at K = 256 leave less than 10% of the UB free). The forward runs at any K <= 256.")
     N, n_chunks, chunk_indices, chunk_offsets = _chunking(B, T, cu_seqlens, chunk_size, chunk_indices)
     idx = dict(chunk_indices=chunk_indices, cu_seqlens=cu_seqlens)
     if saved is None:

@@ -36,7 +36,7 @@ from fla_ascend.ops.common.tiles import (
     stage_form,
     stage_launch,
 )
-from fla_ascend.ops.common.wy import wy_dot, wy_inverse
+from fla_ascend.ops.common.wy import wy_diag_inverse, wy_dot, wy_inverse, wy_inverse_from_blocks
 from fla_ascend.ops.utils.math import masked_exp
 from fla_ascend.tiling import task_plan
 from fla_ascend.tiling.sizes import cdiv
@@ -87,9 +87,16 @@ plans up to 100%): at chunk 64 it plans 99-100% of A2's UB with blocks of 32 and
 the estimate halves (Kimi Linear's layer, B1 T4096 H32: 6377 -> 3226 us); the ``[BT, BT]`` gradients,
 not the blocks, fill the UB (docs/check.md, "KDA")."""
 NPU_SPLIT_INVERSE_CHUNKS = (64,)
-"""Chunk sizes at which the WY forward on an NPU inverts in a launch of its own (``AI_MODE =
-"invert"``) and computes ``w``, ``u`` in a second one from the stored inverse (``"load"``, in blocks
-of :data:`NPU_WY_LOAD_BLOCK`)."""
+"""Chunk sizes at which the WY forward on an NPU forms the inverse in two launches, as the gated
+delta rule's: the diagonal blocks' ``D^-1`` on the vector cores
+(:func:`fla_ascend.ops.common.wy.wy_diag_inverse`, which also zeroes those blocks in ``Akk``), then
+the rest of it from ``D^-1`` and the block-lower ``Akk`` (``AI_MODE = "blocks"``, stored over
+``Akk``), and computes ``w``, ``u`` in a third one from the stored inverse (``"load"``, in blocks of
+:data:`NPU_WY_LOAD_BLOCK`). Ascend910B2, Kimi Linear's layer (``fla-ascend estimate chunk_kda --shape
+kimi-linear``, 2026-12-07): 135 + 422 us for the inverse, against 713 us in one launch (the forward
+substitution on the whole tile beside the Cube's products). Slower: ``w``, ``u`` in the same launch
+as the inverse's products (1236 us in blocks of 64), and the substitution in
+:func:`kda_intra_fwd`'s sub-chunk tasks (the stage 5764 -> 6306 us)."""
 NPU_WY_LOAD_BLOCK = 128
 """The K and V blocks of the WY forward on an NPU when it loads the inverse (the backward's
 recompute): 65% of A2's UB at chunk 64, estimated 952 -> 524 us at Kimi Linear's layer (32: 21%); with
@@ -249,7 +256,7 @@ backward's recompute)."""
 
 @triton.jit
 def _kda_wy_fwd_task(
-    i_task, q, k, v, g_cum, beta_t, Akk, w, u, kg, qg, scale, chunk_indices, cu_seqlens, T, NT, TT,
+    i_task, q, k, v, g_cum, beta_t, Akk, Dinv, w, u, kg, qg, scale, chunk_indices, cu_seqlens, T, NT, TT,
     H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr,
     BT: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr,
     DOT_PRECISION: tl.constexpr, AI_MODE: tl.constexpr, IS_VARLEN: tl.constexpr, F32_CHAIN: tl.constexpr,
@@ -266,11 +273,15 @@ def _kda_wy_fwd_task(
     b_A = tl.load(Akk + p_A, mask=m_t[:, None], other=0.0)  # [BT, BT]
     if AI_MODE == "load":  # the buffer holds the inverse already
         b_Ai = b_A
+    elif AI_MODE == "blocks":  # D^-1 of the diagonal blocks in Dinv (wy_diag_inverse): the rest of the inverse
+        b_X = tl.load(Dinv + p_A, mask=m_t[:, None], other=0.0)  # [BT, BT]
+        b_Ai = wy_inverse_from_blocks(b_X, b_A, k.dtype.element_ty, BT, DOT_PRECISION)
+        tl.store(Akk + p_A, b_Ai, mask=m_t[:, None])
     else:
         b_Ai = wy_inverse(b_A, k.dtype.element_ty, BT, DOT_PRECISION)
-        if AI_MODE != "none":  # "store", "invert": the inverse replaces Akk in its buffer
+        if AI_MODE == "store":  # the inverse replaces Akk in its buffer
             tl.store(Akk + p_A, b_Ai, mask=m_t[:, None])
-    if AI_MODE != "invert":  # "invert" stops here; a "load" launch computes w and u
+    if AI_MODE != "blocks":  # "blocks" stops here; a "load" launch computes w and u
         _kda_wy_fwd_wu(b_Ai, Akk, p_A, q, k, v, g_cum, beta_t, w, u, kg, qg, scale, t0, eos, o_t, m_t, i_h, i_hv,
                        TT, H, HV, K, V, BT, BK, BV, F32_CHAIN, RELOAD_AI, STORE_KG, STORE_QG)
 
@@ -326,7 +337,7 @@ def _kda_wy_fwd_wu(b_Ai, Ai, p_A, q, k, v, g_cum, beta_t, w, u, kg, qg, scale, t
 
 @triton.jit(do_not_specialize=["T", "NT", "TT", "n_tasks", "n_programs"])
 def kda_wy_fwd_kernel(
-    q, k, v, g_cum, beta_t, Akk, w, u, kg, qg, scale, chunk_indices, cu_seqlens, T, NT, TT, n_tasks, n_programs,
+    q, k, v, g_cum, beta_t, Akk, Dinv, w, u, kg, qg, scale, chunk_indices, cu_seqlens, T, NT, TT, n_tasks, n_programs,
     H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr,
     BT: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr,
     DOT_PRECISION: tl.constexpr, AI_MODE: tl.constexpr, IS_VARLEN: tl.constexpr, TASK_LOOP: tl.constexpr,
@@ -334,17 +345,18 @@ def kda_wy_fwd_kernel(
     STORE_QG: tl.constexpr = False,
 ):
     """``Ai = (I + Akk)^-1`` (stored over ``Akk`` with ``AI_MODE = "store"``, read from there with
-    ``"load"``), ``w`` and ``u`` of one chunk and value head (module doc); ``"invert"`` stores the
-    inverse over ``Akk`` and computes no ``w``, ``u``. ``RELOAD_AI`` (the NPU form, ``"load"`` only):
-    each product reads the stored inverse again (:func:`_kda_wy_fwd_wu`). ``STORE_KG``, ``STORE_QG``:
-    also ``kg`` and ``qg`` (:func:`kda_wy_fwd`)."""
+    ``"load"``), ``w`` and ``u`` of one chunk and value head (module doc); ``"blocks"`` stores the
+    inverse over ``Akk`` and computes no ``w``, ``u``, completing it from ``Dinv``, the inverse's
+    diagonal blocks (:func:`fla_ascend.ops.common.wy.wy_diag_inverse`; ``Akk`` elsewhere).
+    ``RELOAD_AI`` (the NPU form, ``"load"`` only): each product reads the stored inverse again
+    (:func:`_kda_wy_fwd_wu`). ``STORE_KG``, ``STORE_QG``: also ``kg`` and ``qg`` (:func:`kda_wy_fwd`)."""
     if TASK_LOOP:
         for i_task in tl.range(tl.program_id(0), n_tasks, n_programs):
-            _kda_wy_fwd_task(i_task, q, k, v, g_cum, beta_t, Akk, w, u, kg, qg, scale, chunk_indices, cu_seqlens,
-                             T, NT, TT, H, HV, K, V, BT, BK, BV, DOT_PRECISION, AI_MODE, IS_VARLEN, F32_CHAIN,
-                             RELOAD_AI, STORE_KG, STORE_QG)
+            _kda_wy_fwd_task(i_task, q, k, v, g_cum, beta_t, Akk, Dinv, w, u, kg, qg, scale, chunk_indices,
+                             cu_seqlens, T, NT, TT, H, HV, K, V, BT, BK, BV, DOT_PRECISION, AI_MODE, IS_VARLEN,
+                             F32_CHAIN, RELOAD_AI, STORE_KG, STORE_QG)
     else:
-        _kda_wy_fwd_task(tl.program_id(0), q, k, v, g_cum, beta_t, Akk, w, u, kg, qg, scale, chunk_indices,
+        _kda_wy_fwd_task(tl.program_id(0), q, k, v, g_cum, beta_t, Akk, Dinv, w, u, kg, qg, scale, chunk_indices,
                          cu_seqlens, T, NT, TT, H, HV, K, V, BT, BK, BV, DOT_PRECISION, AI_MODE, IS_VARLEN,
                          F32_CHAIN, RELOAD_AI, STORE_KG, STORE_QG)
 
@@ -374,15 +386,18 @@ def kda_wy_fwd(k, v, g_cum, beta_t, Akk, chunk_size, n_chunks, chunk_indices=Non
     kg = torch.empty(B, T, HV, K, dtype=k.dtype, device=k.device) if store_kg else None
     qg = torch.empty(B, T, HV, K, dtype=q.dtype, device=q.device) if q is not None else None
     modes = [ai_mode]
+    Dinv = Akk
     if ai_mode != "load" and backend.device_type() == "npu" and chunk_size in NPU_SPLIT_INVERSE_CHUNKS:
-        modes = ["invert", "load"]
+        Dinv = torch.empty_like(Akk)
+        wy_diag_inverse(Akk, Dinv, chunk_size, n_chunks, chunk_indices, cu_seqlens, zero_diag=True)
+        modes = ["blocks", "load"]
     for mode in modes:
         plan = task_plan(n_chunks * HV, "cube")
         npu_block = NPU_WY_LOAD_BLOCK if mode == "load" else NPU_BK
         npu_bk = NPU_WY_QG_BK if mode == "load" and q is not None else npu_block
         BV = stage_block("kda_wy_fwd", V, npu_block)
         kda_wy_fwd_kernel[plan.grid](
-            q=q, k=k, v=v, g_cum=g_cum, beta_t=beta_t, Akk=Akk, w=w, u=u, kg=kg, qg=qg,
+            q=q, k=k, v=v, g_cum=g_cum, beta_t=beta_t, Akk=Akk, Dinv=Dinv, w=w, u=u, kg=kg, qg=qg,
             scale=1.0 if scale is None else scale, chunk_indices=chunk_indices,
             cu_seqlens=cu_seqlens, T=T, NT=cdiv(T, chunk_size), TT=B * T, n_tasks=n_chunks * HV,
             n_programs=plan.n_programs, H=H, HV=HV, K=K, V=V, BT=chunk_size, BK=stage_block("kda_wy_fwd", K, npu_bk),

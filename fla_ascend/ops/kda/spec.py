@@ -1,7 +1,8 @@
 """Specs of the KDA ops (:mod:`fla_ascend.ops.spec`): ``chunk_kda`` with its stages in
 :mod:`fla_ascend.ops.kda` and the gated delta rule's state stages (their per-channel-decay variant:
 the same records, :data:`fla_ascend.ops.gated_delta_rule.spec.FWD_H_KERNEL` and ``BWD_DH_KERNEL``, so
-the NPU check launches them in the ``chunk`` scenarios below too), and ``fused_recurrent_kda``.
+the NPU check launches them in the ``chunk`` scenarios below too; the WY forward's diagonal-block
+inverse, ``DIAG_INVERSE_KERNEL``, likewise), and ``fused_recurrent_kda``.
 
 ``fused_recurrent_kda`` runs the gated delta rule's fused recurrent kernel
 (:data:`fla_ascend.ops.gated_delta_rule.spec.RECURRENT_KERNEL`, the same record, listed here too):
@@ -18,7 +19,7 @@ import math
 
 import torch
 
-from fla_ascend.ops.gated_delta_rule.spec import BWD_DH_KERNEL, FWD_H_KERNEL, RECURRENT_KERNEL
+from fla_ascend.ops.gated_delta_rule.spec import BWD_DH_KERNEL, DIAG_INVERSE_KERNEL, FWD_H_KERNEL, RECURRENT_KERNEL
 from fla_ascend.ops.spec import Input, Kernel, OpSpec, backward_if_any, element_size
 from fla_ascend.tiling.ub import Tile
 
@@ -52,7 +53,7 @@ CHUNK_SIZES = (16, 32, 64)
 
 def _chunk(K=128, V=128, BT=64, varlen=False, gate=False, lower_bound=None):
     def run():
-        from fla_ascend.ops.kda.chunk import NPU_MAX_BWD_K, chunk_kda
+        from fla_ascend.ops.kda.chunk import chunk_kda
 
         B = 1 if varlen else 2
         T, H, HV = 256, 2, 4
@@ -69,8 +70,7 @@ def _chunk(K=128, V=128, BT=64, varlen=False, gate=False, lower_bound=None):
                          lower_bound=lower_bound)
         o, ht = chunk_kda(q, k, v, g, beta, initial_state=h0, output_final_state=True, cu_seqlens=cu,
                           chunk_size=BT, **extra)
-        if K <= NPU_MAX_BWD_K:  # above it the backward raises on an NPU
-            backward_if_any(o.float().sum() + ht.sum())
+        backward_if_any(o.float().sum() + ht.sum())
     return run
 
 
@@ -136,9 +136,6 @@ _FLA_STAGES = (
 # Findings of the NPU check accepted for now (each says why; docs/check.md, "KDA")
 _UNFITTED = ("ub_model_vs_plan", "*", "the UB model of the KDA stages is not fitted to bishengir-compile's plans "
              "yet: the declared tiles are the kernel's own count, the plan is what the compiler reports")
-_NO_NPU_BWD = ("not_launched", "kda-*K256-*", "chunk_kda's backward refuses K > 128 on an NPU "
-               "(chunk.NPU_MAX_BWD_K: the intra and WY backward plan 90-94% of A2's UB at K = 256), so "
-               "its K = 256 scenarios run the forward only")
 
 _K = "fla_ascend.ops.kda."
 _F32 = "fp32"
@@ -153,6 +150,7 @@ CHUNK_KERNELS = (
             Tile((3, "BT", "BK"), _F32, "k, G columns and the scaled k")],
            "intra (Akk, Aqk)", "chunk",
            allow=(_UNFITTED,)),
+    DIAG_INVERSE_KERNEL,
     Kernel(_K + "intra.kda_wy_fwd_kernel", "cube",
            [Tile((8, "BT", "BT"), _F32, "Akk, its inverse and the inverse's products", buffered=False),
             Tile((3, "BT", "BK"), _F32, "k, G, w"), Tile((2, "BT", "BV"), _F32, "v, u")],
@@ -168,25 +166,24 @@ CHUNK_KERNELS = (
            [Tile((3, "BT", "BT"), _F32, "Aqk, dAqk, the causal mask", buffered=False),
             Tile((3, "BT", "BV"), _F32, "do, v', dv local")],
            "dAqk, dv local", "chunk",
-           allow=(_UNFITTED, _NO_NPU_BWD)),
+           allow=(_UNFITTED,)),
     BWD_DH_KERNEL,
     Kernel(_K + "intra.kda_wy_bwd_kernel", "cube",
            [Tile((4, "BT", "BT"), _F32, "Ai, dAi and the dAkk products", buffered=False),
             Tile((10, "BT", "BK"), _F32, "q, k, G, dq, dk, dw, dG blocks"),
             Tile((4, "BT", "BV"), _F32, "do, v, v', dv'"), Tile((2, "BK", "BV"), _F32, "h, dh")],
            "WY bwd, dq dk dg", "chunk",
-           allow=(_UNFITTED,
-                  _NO_NPU_BWD)),
+           allow=(_UNFITTED,)),
     Kernel(_K + "intra.kda_intra_bwd_kernel", "cube",
            [Tile((4, 16, "BT"), _F32, "dAkk, dAqk rows and columns", buffered=False),
             Tile((8, 16, "BK"), _F32, "q, k, G rows, their gradients"),
             Tile((5, "BT", "BK"), _F32, "q, k, G of the chunk and their factors")],
            "intra bwd", "chunk",
-           allow=(_UNFITTED, _NO_NPU_BWD)),
+           allow=(_UNFITTED,)),
     Kernel(_K + "gate.kda_gate_cumsum_bwd_kernel", "vector",
            [Tile((10, "BT", "BK"), _F32, "dG, g, reverse cumsum and activation temporaries", buffered=False)],
            "gate cumsum", "chunk",
-           allow=(_UNFITTED, _NO_NPU_BWD)),
+           allow=(_UNFITTED,)),
 )
 
 # Kimi Linear's inputs: q normal, k normal (L2-normalised in the kernel), v normal, the raw gate
