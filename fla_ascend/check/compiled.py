@@ -15,7 +15,7 @@ Findings:
   there), otherwise it stays an error. The probe's outcome is the row's ``ub_reserve``.
 - ``ub_model_vs_plan`` (as ``ub_headroom``): the UB model (:func:`fla_ascend.tiling.ub.predict`, charged
   bytes) is above :data:`MODEL_MAX_RATIO` times the planned UB, or below it; below a plan that leaves
-  :data:`UB_HEADROOM` free it is ``info`` (see :data:`MODEL_MAX_RATIO`).
+  :data:`UB_HEADROOM` free (or passes the reservation probe) it is ``info`` (see :data:`MODEL_MAX_RATIO`).
 """
 from __future__ import annotations
 

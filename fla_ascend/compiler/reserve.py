@@ -44,6 +44,8 @@ from fla_ascend.compiler.bishengir import (
 __all__ = ["ReserveResult", "reserve_fits", "insert_reservation", "reserve_size"]
 
 RESERVE_FILE = "reserve.json"
+PROBE_VERSION = "1"
+"""Part of the probe's cache key: raise it when the probe's text edit or module choice changes."""
 _DUMP_RE = re.compile(r"^// -----// IR Dump Before PlanMemory \(hivm-plan-memory\) .*$", re.M)
 _GM_ARG_RE = re.compile(r"(%arg\d+): memref<\?x(f32|f16|bf16|i32|i64|i16|i8), #hivm\.address_space<gm>>")
 _TO_TYPE = {"f32": "arith.sitofp", "f16": "arith.sitofp", "bf16": "arith.sitofp",
@@ -132,16 +134,21 @@ def _dumps(log: str) -> list[str]:
     return out
 
 
-def _plan(opt: str, text: str, tmp: str, timeout_s: float) -> tuple[int | None, str]:
-    """Planned UB (bytes) of ``text`` after ``bishengir-opt --hivm-plan-memory``, or ``(None, log)``."""
+def _plan(opt: str, text: str, tmp: str, timeout_s: float) -> tuple[int | None, str, str]:
+    """``(planned UB in bytes, planned module text, log)`` of ``text`` after ``bishengir-opt
+    --hivm-plan-memory``; UB None when the planner failed, and the log ``"timeout"`` when it ran out of
+    time."""
     src, dst = os.path.join(tmp, "plan.in.mlir"), os.path.join(tmp, "plan.out.mlir")
     Path(src).write_text(text)
     if os.path.exists(dst):
         os.remove(dst)
     rc, log, _cpu = _run([opt, src, "--hivm-plan-memory", "-o", dst], dict(os.environ), timeout_s)
+    if rc is None:
+        return None, "", "timeout"
     if rc != 0 or not os.path.isfile(dst):
-        return None, log
-    return parse_module(Path(dst).read_text()).planned_bytes.get("ub", 0), log
+        return None, "", log
+    out = Path(dst).read_text()
+    return parse_module(out).planned_bytes.get("ub", 0), out, log
 
 
 def _vector_func(text: str) -> str | None:
@@ -152,6 +159,46 @@ def _vector_func(text: str) -> str | None:
         return m.group(1)
     kernels = [f for f in re.findall(r"func\.func @(\w+)\(", text) if not f.endswith("_function")]
     return kernels[0] if len(kernels) == 1 else None
+
+
+def _probe(text, chip, launch_options, binary, opt, reserve_bytes, planned_ub, timeout_s, tmp, res) -> bool:
+    """The probe's steps (:func:`reserve_fits`), filling ``res``; whether the outcome may be cached
+    (False after a timeout, which a longer limit might not repeat)."""
+    src = os.path.join(tmp, "kernel.ttadapter.mlir")
+    Path(src).write_text(text)
+    argv = compile_argv(chip, launch_options, src, os.path.join(tmp, "kernel"), binary=binary)
+    argv[3:3] = ["--mlir-print-ir-before=hivm-plan-memory", "--mlir-print-ir-module-scope", "--mlir-disable-threading"]
+    env = dict(os.environ)
+    env["PATH"] = _stub_dir() + os.pathsep + env.get("PATH", "")
+    rc, log, _cpu = _run(argv, env, timeout_s)
+    if rc != 0:
+        res.reason = "timeout" if rc is None else f"the compile with the plan dump failed (rc {rc})"
+        return rc is not None
+    timed_out = False
+    for module in _dumps(log):
+        vector = _vector_func(module)
+        if vector is None:
+            continue
+        ub, _out, plog = _plan(opt, module, tmp, timeout_s)
+        timed_out |= plog == "timeout"
+        if ub != planned_ub:
+            continue
+        res.replanned_ub = ub
+        reserved, out, plog = _plan(opt, insert_reservation(module, vector, reserve_bytes), tmp, timeout_s)
+        placed = f"memref<{reserve_bytes // 4}xi32, #hivm.address_space<ub>>" in out
+        if reserved is not None and placed and reserved >= reserve_bytes:
+            res.fits, res.reserved_ub = True, reserved
+        elif reserved is not None:
+            res.reason = "the planned module has no buffer of the reservation's size"
+        elif "overflow" in plog:
+            res.fits = False
+            res.reason = next(ln.strip() for ln in plog.splitlines() if "overflow" in ln)[:300]
+        else:
+            res.reason = "the planner failed on the module with the reservation: " + plog.strip()[-300:]
+            return plog != "timeout"
+        return True
+    res.reason = f"no module dumped before memory planning replans to the compiled {planned_ub} B"
+    return not timed_out
 
 
 def reserve_fits(ttadapter_text: str, chip: str, launch_options: dict | None, reserve_bytes: int, planned_ub: int,
@@ -178,7 +225,8 @@ def reserve_fits(ttadapter_text: str, chip: str, launch_options: dict | None, re
     opt = os.path.join(os.path.dirname(binary), "bishengir-opt")
     text = re.sub(r', mix_mode\s*=\s*"[^"]*"', "", ttadapter_text)
     argv_opts = compile_argv(chip, launch_options, "IN", "OUT")[2:-2]
-    key = _key(text, chip, argv_opts + [f"reserve={reserve_bytes}", f"planned={planned_ub}"], compiler_version(binary))
+    key = _key(text, chip, argv_opts + [f"reserve={reserve_bytes}", f"planned={planned_ub}", f"probe={PROBE_VERSION}"],
+               compiler_version(binary))
     entry = Path(cache_dir or default_cache_dir()) / key / RESERVE_FILE
     if use_cache and entry.is_file():
         try:
@@ -187,38 +235,14 @@ def reserve_fits(ttadapter_text: str, chip: str, launch_options: dict | None, re
             return res
         except (ValueError, TypeError):
             pass  # unreadable entry: probe again
-    with tempfile.TemporaryDirectory(prefix="fla-ascend-reserve-") as tmp:
-        src = os.path.join(tmp, "kernel.ttadapter.mlir")
-        Path(src).write_text(text)
-        argv = compile_argv(chip, launch_options, src, os.path.join(tmp, "kernel"), binary=binary)
-        argv[3:3] = ["--mlir-print-ir-before=hivm-plan-memory", "--mlir-print-ir-module-scope",
-                     "--mlir-disable-threading"]
-        env = dict(os.environ)
-        env["PATH"] = _stub_dir() + os.pathsep + env.get("PATH", "")
-        rc, log, _cpu = _run(argv, env, timeout_s)
-        res = ReserveResult(None, reserve_bytes)
-        if rc != 0:
-            res.reason = "timeout" if rc is None else f"the compile with the plan dump failed (rc {rc})"
-        else:
-            for module in _dumps(log):
-                vector = _vector_func(module)
-                ub, _ = _plan(opt, module, tmp, timeout_s) if vector else (None, "")
-                if ub != planned_ub:
-                    continue
-                res.replanned_ub = ub
-                with_reserve, plog = _plan(opt, insert_reservation(module, vector, reserve_bytes), tmp, timeout_s)
-                if with_reserve is not None:
-                    res.fits, res.reserved_ub = True, with_reserve
-                elif "overflow" in plog:
-                    res.fits = False
-                    res.reason = next(ln.strip() for ln in plog.splitlines() if "overflow" in ln)[:300]
-                else:
-                    res.reason = "the planner failed on the module with the reservation: " + plog.strip()[-300:]
-                break
-            else:
-                res.reason = f"no module dumped before memory planning replans to the compiled {planned_ub} B"
+    res = ReserveResult(None, reserve_bytes)
+    try:
+        with tempfile.TemporaryDirectory(prefix="fla-ascend-reserve-") as tmp:
+            decided = _probe(text, chip, launch_options, binary, opt, reserve_bytes, planned_ub, timeout_s, tmp, res)
+    except (OSError, ValueError) as e:  # a missing bishengir-opt, a module the edit cannot take
+        res.fits, res.reason, decided = None, f"{type(e).__name__}: {e}", False
     res.seconds = round(time.perf_counter() - t0, 3)
-    if res.fits is not None or res.reason.startswith("no module"):
+    if decided:
         entry.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp_path = tempfile.mkstemp(dir=entry.parent, prefix=".reserve-")
         with os.fdopen(fd, "w") as f:

@@ -87,3 +87,14 @@ def test_headroom_finding_follows_the_probe(fits, severity):
     compiled._apply(r, CompileResult(ok=True, chip=spec.name, facts=facts), spec, False, probe)
     assert [(f["code"], f["severity"]) for f in r.findings] == [("ub_headroom", severity)]
     assert r.ub_reserve["fits"] is fits
+
+
+def test_probe_errors_are_undecided_not_raised(tmp_path, monkeypatch):
+    """A bishengir-opt that cannot run (here: a missing binary) gives an undecided result, not an
+    exception that would stop the check."""
+    from fla_ascend.compiler import reserve
+
+    monkeypatch.setattr(reserve, "compiler_path", lambda chip: str(tmp_path / "bin" / "bishengir-compile"))
+    monkeypatch.setattr(reserve, "compiler_version", lambda path: "test")
+    res = reserve_fits("module {}", "Ascend910B2", {}, 64, 1000, timeout_s=10, cache_dir=str(tmp_path))
+    assert res.fits is None and "Error" in res.reason

@@ -197,3 +197,21 @@ def test_wy_fwd_split_inverse(K, V, varlen, store_ai, npu_target, monkeypatch):
             continue
         assert b.dtype == torch.float32
         assert_close(name, a, b, 1e-5)
+
+
+def test_wy_diag_inverse_and_kda_wy_fwd_reject_bad_arguments():
+    """The diagonal-block inverse names a wrong ``A`` / ``X`` and refuses ``X is A`` with
+    ``zero_diag``; the KDA WY forward names an unknown ``ai_mode``."""
+    from fla_ascend.ops.common.wy import wy_diag_inverse
+    from fla_ascend.ops.kda.intra import kda_wy_fwd
+
+    A = torch.zeros(1, 64, 2, 64)
+    with pytest.raises(ValueError, match="A must be a contiguous float32"):
+        wy_diag_inverse(A.double(), A, 64, 1)
+    with pytest.raises(ValueError, match="X must be"):
+        wy_diag_inverse(A, torch.zeros(1, 64, 2, 32), 64, 1)
+    with pytest.raises(ValueError, match="X must not be A"):
+        wy_diag_inverse(A, A, 64, 1, zero_diag=True)
+    k = torch.zeros(1, 64, 2, 16)
+    with pytest.raises(ValueError, match="ai_mode must be"):
+        kda_wy_fwd(k, k, k, torch.zeros(2, 64), A, 64, 1, ai_mode="blocks")

@@ -376,9 +376,25 @@ def wy_diag_inverse(A: torch.Tensor, X: torch.Tensor, chunk_size: int, n_chunks:
                     chunk_indices: torch.Tensor | None = None, cu_seqlens: torch.Tensor | None = None,
                     zero_diag: bool = False) -> None:
     """Write ``D^-1``, the inverse of ``I`` plus the ``16 x 16`` diagonal blocks of each chunk's
-    strictly lower ``A`` (float32 ``[B, T, HV, chunk_size]``), block diagonal and zero elsewhere, to
-    ``X`` (the same shape; ``A`` itself allowed), with :func:`chunk_wy_diag_inverse_kernel` on the
-    vector cores. :func:`wy_inverse_from_blocks` completes the inverse from it."""
+    strictly lower ``A`` (float32 ``[B, T, HV, chunk_size]``, contiguous), block diagonal and zero
+    elsewhere, to ``X`` (the same shape and dtype; ``A`` itself allowed unless ``zero_diag``), with
+    :func:`chunk_wy_diag_inverse_kernel` on the vector cores. ``zero_diag``: also set those blocks of
+    ``A`` to zero, leaving its strictly block-lower part. :func:`wy_inverse_from_blocks` completes the
+    inverse from ``D^-1`` and that part.
+
+    Raises:
+        ValueError: ``A`` not a contiguous float32 ``[B, T, HV, chunk_size]`` tensor, ``X`` not of its
+            shape, dtype and device, or ``X`` sharing ``A``'s memory with ``zero_diag``.
+    """
+    if A.dtype != torch.float32 or A.dim() != 4 or A.shape[3] != chunk_size or not A.is_contiguous():
+        raise ValueError(f"wy_diag_inverse: A must be a contiguous float32 [B, T, HV, {chunk_size}] tensor, got "
+                         f"{A.dtype} {list(A.shape)}{'' if A.is_contiguous() else ', not contiguous'}")
+    if X.shape != A.shape or X.dtype != A.dtype or X.device != A.device or not X.is_contiguous():
+        raise ValueError(f"wy_diag_inverse: X must be a contiguous {A.dtype} {list(A.shape)} tensor on {A.device}, "
+                         f"got {X.dtype} {list(X.shape)} on {X.device}")
+    if zero_diag and X.data_ptr() == A.data_ptr():
+        raise ValueError("wy_diag_inverse: with zero_diag=True, X must not be A (D^-1 and the zeroed blocks "
+                         "would be written to the same elements)")
     T, HV = A.shape[1], A.shape[2]
     plan = task_plan(n_chunks * HV, "vector")
     chunk_wy_diag_inverse_kernel[plan.grid](

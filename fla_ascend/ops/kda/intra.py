@@ -347,7 +347,8 @@ def kda_wy_fwd_kernel(
     """``Ai = (I + Akk)^-1`` (stored over ``Akk`` with ``AI_MODE = "store"``, read from there with
     ``"load"``), ``w`` and ``u`` of one chunk and value head (module doc); ``"blocks"`` stores the
     inverse over ``Akk`` and computes no ``w``, ``u``, completing it from ``Dinv``, the inverse's
-    diagonal blocks (:func:`fla_ascend.ops.common.wy.wy_diag_inverse`; ``Akk`` elsewhere).
+    diagonal blocks, and ``Akk`` with those blocks zeroed (:func:`fla_ascend.ops.common.wy.wy_diag_inverse`;
+    ``Dinv`` is ``Akk`` in the other modes).
     ``RELOAD_AI`` (the NPU form, ``"load"`` only): each product reads the stored inverse again
     (:func:`_kda_wy_fwd_wu`). ``STORE_KG``, ``STORE_QG``: also ``kg`` and ``qg`` (:func:`kda_wy_fwd`)."""
     if TASK_LOOP:
@@ -374,10 +375,14 @@ def kda_wy_fwd(k, v, g_cum, beta_t, Akk, chunk_size, n_chunks, chunk_indices=Non
         Akk: ``[B, T, HV, BT]`` float32 from :func:`kda_intra_fwd`, or its inverse (``ai_mode="load"``).
         ai_mode: ``"none"`` (invert; ``Akk`` is not needed afterwards), ``"store"`` (invert and write
             the inverse over ``Akk``), ``"load"`` (``Akk`` holds the inverse). On an NPU at a chunk size
-            in :data:`NPU_SPLIT_INVERSE_CHUNKS` ``"none"`` and ``"store"`` run as two launches: the
-            inverse, written over ``Akk``, then ``"load"``.
+            in :data:`NPU_SPLIT_INVERSE_CHUNKS` ``"none"`` and ``"store"`` run as three launches: the
+            diagonal blocks' inverse (which also zeroes those blocks of ``Akk``), the rest of the
+            inverse from it (``"blocks"``), written over ``Akk``, then ``"load"``.
         q: ``[B, T, H, K]`` to also form ``qg``, with ``scale`` (a float).
         store_kg: also form ``kg``.
+
+    Raises:
+        ValueError: an ``ai_mode`` other than these three.
     """
     B, T, H, K = k.shape
     HV, V = v.shape[2], v.shape[3]
@@ -385,6 +390,8 @@ def kda_wy_fwd(k, v, g_cum, beta_t, Akk, chunk_size, n_chunks, chunk_indices=Non
     u = torch.empty(B, T, HV, V, dtype=v.dtype, device=v.device)
     kg = torch.empty(B, T, HV, K, dtype=k.dtype, device=k.device) if store_kg else None
     qg = torch.empty(B, T, HV, K, dtype=q.dtype, device=q.device) if q is not None else None
+    if ai_mode not in ("none", "store", "load"):
+        raise ValueError(f"kda_wy_fwd: ai_mode must be 'none', 'store' or 'load', got {ai_mode!r}")
     modes = [ai_mode]
     Dinv = Akk
     if ai_mode != "load" and backend.device_type() == "npu" and chunk_size in NPU_SPLIT_INVERSE_CHUNKS:
