@@ -482,6 +482,10 @@ def test_chunk_fwd_gpu_long_t_int32(device):
     """Element offsets past 2**31: T * HV * V > 2**31 for v, o, u, v_new (3 * 2**18 tokens at
     HV = 32, V = 128). Packed as 64-token sequences; a few of them, including the last ones
     (whose offsets overflow int32), are checked against the reference run on their own."""
+    if torch.cuda.get_device_properties(device).total_memory < 100 * 2**30:
+        # both ops' outputs, states and intermediates at this length hold more than 79 GiB (an 80 GB
+        # H100 ran out of memory at 76.5 GiB in use, 2026-12-07); the H200's 141 GiB holds them
+        pytest.skip("needs a GPU with at least 100 GiB of memory")
     L, n_seq, H, HV, K, V = 64, 3 * 2**12, 1, 32, 128, 128
     T = L * n_seq
     assert T * HV * V > 2**31
