@@ -51,11 +51,13 @@ NPU_INTRA_FWD_BK = 64
 """The K block of the intra forward's main loop on an NPU (its diagonal block runs after the loop in
 blocks of :data:`DIAG_BK`). Ascend910B2 at chunk 64 (2026-12-04): 156992 B of UB (80%) at
 :data:`NPU_BK`, 152256 B (77%) at 64, 196320 B (100%) at 128."""
-DIAG_BK = tl.constexpr(8)
+DIAG_BK = tl.constexpr(16)
 """The K block of the intra forward's diagonal ``[16, 16, DIAG_BK]`` products on an NPU
-(:func:`_kda_intra_diag_block`): Ascend910B2 plans 80% of UB at chunk 64 with 8 (95% with 16; the
-column loop it replaces: 79%), and the stage's estimate halves at Kimi Linear's layer (B1 T4096 H32:
-16579 -> 8223 us; vector instructions per core 865k -> 133k)."""
+(:func:`_kda_intra_diag_block`). Against the column loop it replaces, the stage's estimate halved at
+Kimi Linear's layer (B1 T4096 H32: 16579 -> 8223 us with 8; vector instructions per core 865k ->
+133k). At 16 (2026-12-07): 5764 -> 5546 us at that layer, Ascend910B2 planning 148672 B (76%) at chunk
+64 and up to 94% at chunk 32, every such plan with a reserved 10% of the UB to spare (``fla-ascend
+check --full --ops chunk_kda --kernels kda_intra_fwd_kernel``, A2 and A5)."""
 BWD_DIAG_CHUNKS = (32, 64)
 """Chunk sizes at which the intra backward on an NPU (elsewhere: with ``diag_block`` in its
 :data:`fla_ascend.ops.common.tiles.CUDA_LAUNCH` entry) forms the diagonal block as ``[16, 16,
