@@ -453,6 +453,18 @@ def _run(argv: list[str], env: dict, timeout_s: float) -> tuple[int | None, str,
     return rc, b"".join(chunks).decode("utf-8", "replace"), usage.ru_utime + usage.ru_stime
 
 
+def strip_mix_mode(ttadapter_text: str) -> str:
+    """The ttadapter text without its ``mix_mode`` attribute, as triton-ascend hands it to the compiler."""
+    return re.sub(r', mix_mode\s*=\s*"[^"]*"', "", ttadapter_text)
+
+
+def compiler_env() -> dict:
+    """The environment of a ``bishengir-compile`` run: this one with the stub ``hivmc`` first on ``PATH``."""
+    env = dict(os.environ)
+    env["PATH"] = _stub_dir() + os.pathsep + env.get("PATH", "")
+    return env
+
+
 def compile_module(ttadapter_text: str, chip, launch_options: dict | None = None, timeout_s: float = 600.0,
                    cache_dir: str | None = None, use_cache: bool = True) -> CompileResult:
     """Compile one kernel's ttadapter module with ``bishengir-compile`` for ``chip``.
@@ -492,7 +504,7 @@ def compile_module(ttadapter_text: str, chip, launch_options: dict | None = None
                              message="ascendnpu-ir is not installed (pip install ascendnpu-ir, or the npu-check extra)",
                              argv=argv_opts)
     version = compiler_version(binary)
-    text = re.sub(r', mix_mode\s*=\s*"[^"]*"', "", ttadapter_text)
+    text = strip_mix_mode(ttadapter_text)
     key = _key(text, chip_name, argv_opts, version)
     cdir = Path(cache_dir or default_cache_dir())
     entry = cdir / key
@@ -512,10 +524,8 @@ def compile_module(ttadapter_text: str, chip, launch_options: dict | None = None
         os.makedirs(temps)
         argv = compile_argv(chip_name, launch_options, src, os.path.join(tmp, "kernel"), save_temps=temps,
                             binary=binary)
-        env = dict(os.environ)
-        env["PATH"] = _stub_dir() + os.pathsep + env.get("PATH", "")
         t0 = time.perf_counter()
-        rc, log, cpu = _run(argv, env, timeout_s)
+        rc, log, cpu = _run(argv, compiler_env(), timeout_s)
         seconds = time.perf_counter() - t0
         res = CompileResult(ok=rc == 0, chip=chip_name, seconds=seconds, cpu_seconds=cpu, returncode=rc,
                             argv=[os.path.basename(binary)] + [a.replace(tmp, "<tmp>") for a in argv[1:]],

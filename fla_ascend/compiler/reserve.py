@@ -32,13 +32,14 @@ from pathlib import Path
 from fla_ascend.compiler.bishengir import (
     _key,
     _run,
-    _stub_dir,
     compile_argv,
+    compiler_env,
     compiler_path,
     compiler_version,
     default_cache_dir,
     is_a5,
     parse_module,
+    strip_mix_mode,
 )
 
 __all__ = ["ReserveResult", "reserve_fits", "insert_reservation", "reserve_size"]
@@ -168,9 +169,7 @@ def _probe(text, chip, launch_options, binary, opt, reserve_bytes, planned_ub, t
     Path(src).write_text(text)
     argv = compile_argv(chip, launch_options, src, os.path.join(tmp, "kernel"), binary=binary)
     argv[3:3] = ["--mlir-print-ir-before=hivm-plan-memory", "--mlir-print-ir-module-scope", "--mlir-disable-threading"]
-    env = dict(os.environ)
-    env["PATH"] = _stub_dir() + os.pathsep + env.get("PATH", "")
-    rc, log, _cpu = _run(argv, env, timeout_s)
+    rc, log, _cpu = _run(argv, compiler_env(), timeout_s)
     if rc != 0:
         res.reason = "timeout" if rc is None else f"the compile with the plan dump failed (rc {rc})"
         return rc is not None
@@ -223,7 +222,7 @@ def reserve_fits(ttadapter_text: str, chip: str, launch_options: dict | None, re
     if binary is None:
         return ReserveResult(None, reserve_bytes, reason="ascendnpu-ir is not installed")
     opt = os.path.join(os.path.dirname(binary), "bishengir-opt")
-    text = re.sub(r', mix_mode\s*=\s*"[^"]*"', "", ttadapter_text)
+    text = strip_mix_mode(ttadapter_text)
     argv_opts = compile_argv(chip, launch_options, "IN", "OUT")[2:-2]
     key = _key(text, chip, argv_opts + [f"reserve={reserve_bytes}", f"planned={planned_ub}", f"probe={PROBE_VERSION}"],
                compiler_version(binary))
