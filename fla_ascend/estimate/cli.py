@@ -10,14 +10,16 @@ import time
 
 
 def stage_of(kernel: str, op: str | None = None) -> str:
-    """The logical stage a kernel belongs to, for side-by-side rows: a kernel of ours by its spec's
-    stage label; flash-linear-attention's by the ``fla_stages`` patterns of ``op``'s spec (then of
-    every spec, in catalogue order); else the kernel name itself."""
+    """The logical stage a kernel belongs to, for side-by-side rows: a kernel of ours by the stage
+    label ``op``'s spec gives it (a kernel two ops share may sit in a stage of each op's own name),
+    else by its owner's; flash-linear-attention's by the ``fla_stages`` patterns of ``op``'s spec
+    (then of every spec, in catalogue order); else the kernel name itself."""
     from fla_ascend.ops import catalog
 
+    own = {k.short_name: k.stage for s, k in catalog.listings() if s.name == op}
     ours = {k.short_name: k.stage for _, k in catalog.kernels().values()}
-    if kernel in ours:
-        return ours[kernel]
+    if kernel in own or kernel in ours:
+        return own.get(kernel, ours.get(kernel))
     specs = catalog.specs()
     order = [s.fla_stages for s in ([specs[op]] if op in specs else [])]
     for patterns in order + [s.fla_stages for s in specs.values()]:

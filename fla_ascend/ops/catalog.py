@@ -12,6 +12,7 @@ the groups of :func:`shape_groups` (``anchors``: every ``*-anchors`` group; ``al
 """
 from __future__ import annotations
 
+import dataclasses
 import functools
 import importlib
 import pkgutil
@@ -45,9 +46,10 @@ def _load() -> tuple[dict[str, OpSpec], dict[str, tuple[OpSpec, Kernel]], tuple[
                 raise RuntimeError(f"op {spec.name!r} is specified twice ({module} and an earlier spec module)")
             ops[spec.name] = spec
             for k in spec.kernels:
-                if k.name in kern and kern[k.name][1] != k:
+                if k.name in kern and dataclasses.replace(kern[k.name][1], stage=k.stage) != k:
                     raise RuntimeError(f"kernel {k.name} is listed by {kern[k.name][0].name} and {spec.name} with "
-                                       "different records (a shared kernel is listed with the same Kernel)")
+                                       "different records (a shared kernel is listed with the same Kernel, its "
+                                       "stage label aside)")
                 if k.scenarios not in spec.scenarios:
                     raise RuntimeError(f"{spec.name}: kernel {k.name} names scenario set {k.scenarios!r}, "
                                        f"which the spec lacks (it has {sorted(spec.scenarios)})")
@@ -82,7 +84,7 @@ def kernels() -> dict[str, tuple[OpSpec, Kernel]]:
 
 def listings() -> list[tuple[OpSpec, Kernel]]:
     """Every ``(op spec, kernel spec)`` pair of the catalogue, in catalogue order: a kernel listed by
-    several ops (with the same :class:`Kernel` record) appears once per op, so the NPU check launches
+    several ops (with the same :class:`Kernel` record, its ``stage`` label aside) appears once per op, so the NPU check launches
     it in each op's scenarios."""
     return list(_load()[2])
 

@@ -59,6 +59,9 @@ def test_our_kda_kernels_keep_their_spec_stages():
     assert ours and all(E.stage_of(name, "chunk_kda") == stage for name, stage in ours.items())
     assert E.stage_of("chunk_fwd_h_kernel", "chunk_kda") == "state h"
     assert E.stage_of("chunk_bwd_dh_kernel", "chunk_kda") == "state dh"
+    # the diagonal-block inverse both ops run: in each op's own WY forward row
+    assert E.stage_of("chunk_wy_diag_inverse_kernel", "chunk_kda") == "WY fwd (inverse, w u)"
+    assert E.stage_of("chunk_wy_diag_inverse_kernel", "chunk_gated_delta_rule") == "WY fwd (kkt, inverse, w u)"
 
 
 def test_the_kda_names_leave_the_other_ops_alone():

@@ -2,7 +2,8 @@
 :mod:`fla_ascend.ops.kda` and the gated delta rule's state stages (their per-channel-decay variant:
 the same records, :data:`fla_ascend.ops.gated_delta_rule.spec.FWD_H_KERNEL` and ``BWD_DH_KERNEL``, so
 the NPU check launches them in the ``chunk`` scenarios below too; the WY forward's diagonal-block
-inverse, ``DIAG_INVERSE_KERNEL``, likewise), and ``fused_recurrent_kda``.
+inverse, ``DIAG_INVERSE_KERNEL``, likewise, under this op's WY forward stage label), and
+``fused_recurrent_kda``.
 
 ``fused_recurrent_kda`` runs the gated delta rule's fused recurrent kernel
 (:data:`fla_ascend.ops.gated_delta_rule.spec.RECURRENT_KERNEL`, the same record, listed here too):
@@ -15,6 +16,7 @@ measured with Kimi Linear's call: the gate, beta's sigmoid and q/k L2 normalisat
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import torch
@@ -150,7 +152,7 @@ CHUNK_KERNELS = (
             Tile((3, "BT", "BK"), _F32, "k, G columns and the scaled k")],
            "intra (Akk, Aqk)", "chunk",
            allow=(_UNFITTED,)),
-    DIAG_INVERSE_KERNEL,
+    dataclasses.replace(DIAG_INVERSE_KERNEL, stage="WY fwd (inverse, w u)"),  # KDA's kkt is the intra stage
     Kernel(_K + "intra.kda_wy_fwd_kernel", "cube",
            [Tile((8, "BT", "BT"), _F32, "Akk, its inverse and the inverse's products", buffered=False),
             Tile((3, "BT", "BK"), _F32, "k, G, w"), Tile((2, "BT", "BV"), _F32, "v, u")],
