@@ -84,8 +84,8 @@ def kernels() -> dict[str, tuple[OpSpec, Kernel]]:
 
 def listings() -> list[tuple[OpSpec, Kernel]]:
     """Every ``(op spec, kernel spec)`` pair of the catalogue, in catalogue order: a kernel listed by
-    several ops (with the same :class:`Kernel` record, its ``stage`` label aside) appears once per op, so the NPU check launches
-    it in each op's scenarios."""
+    several ops (with the same :class:`Kernel` record, its ``stage`` label aside) appears once per
+    op, so the NPU check launches it in each op's scenarios."""
     return list(_load()[2])
 
 
