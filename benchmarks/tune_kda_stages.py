@@ -1,7 +1,7 @@
 """Which CUDA launch of each chunk_kda stage is fastest while staying accurate and deterministic in bf16?
 
 A coordinate search over the KDA entries of ``fla_ascend.ops.common.tiles.CUDA_LAUNCH`` (the
-launch options, the widest tile block, the NPU forms), all in one run:
+launch options, the widest tile block, the intra backward's K split, the NPU forms), all in one run:
 
 1. For each stage of ``--stages`` in turn and each of its knobs (``KNOBS``), every value is set as an
    override of the active target (``fla_ascend.bench.tuning.stage_variant``; the stages found so far
@@ -61,7 +61,8 @@ KERNELS = {
 """Stage -> the kernel its variants are timed by."""
 _WARPS_STAGES = {"num_warps": (2, 4, 8), "num_stages": (1, 2, 3, 4)}
 KNOBS = {
-    "kda_intra_bwd": {**_WARPS_STAGES, "block": (32, 64), "diag_block": (False, True), "split_sides": (False, True)},
+    "kda_intra_bwd": {**_WARPS_STAGES, "block": (32, 64), "k_split": (1, 2, 4), "diag_block": (False, True),
+                      "split_sides": (False, True)},
     "kda_wy_bwd": {**_WARPS_STAGES, "block": (32, 64)},
     "bwd_dh_gk": {"bv": ((64, 32), (32,), (16,)), "num_stages": (1, 2, 3, 4), "num_warps": (4, 8)},
     "fwd_h_gk": {"bv": ((64, 32), (32,), (16,)), "num_stages": (1, 2, 3, 4), "num_warps": (4, 8)},

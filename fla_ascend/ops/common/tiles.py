@@ -69,8 +69,10 @@ CUDA_LAUNCH: Mapping[str, Mapping] = _frozen({
     # arithmetic and dA_log / dt_bias sum it over a whole head; with bf16 operands the rounding of the
     # row and the column sides no longer cancels (bf16, T256 H2 K=V=128: dA_log 0.03-0.12 from the
     # float64 recurrence, flash-linear-attention 0.6.0, whose dots here are tf32: 0.002-0.013)
+    # k_split: the tasks a sub-chunk's K blocks are shared over (each with its own dbeta part): at 2,
+    # 1455 -> 1222 us a forward + backward step at B1 T4096 H32 K = V = 128 (H100, 2026-12-07)
     "kda_intra_bwd": {"num_warps": 4, "precision": "tf32", "block": 64, "diag_block": False,
-                      "split_sides": False},
+                      "split_sides": False, "k_split": 2},
     # num_stages per largest head dim: K = 256 is no faster at 3 (forward 0.295 vs 0.266 ms at
     # B1 T8192 H4) and rarely fits there
     "fwd_h": {"num_warps": 4, "num_stages": {128: 3, 256: 2}, "bv": (64, 32)},

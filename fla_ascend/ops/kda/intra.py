@@ -14,7 +14,10 @@ bounded operands; the diagonal 16 x 16 block is summed column by column with the
 ``exp(G_i - G_j)`` (on an NPU the forward forms it as ``[16, 16, DIAG_BK]`` products instead: a
 seventh of the vector instructions; the backward, at chunk 32 and 64, as ``[16, 16, NPU_BWD_DIAG_BK]``
 products after its K loop). No factor can overflow, whatever the gates. The backward sums the same
-products the other way, with ``G`` at a sub-chunk's last row as the reference for its columns.
+products the other way, with ``G`` at a sub-chunk's last row as the reference for its columns; off an
+NPU its diagonal block goes token by token, token ``j`` as a column of the rows (``exp(G_i - G_j)``)
+and as a row of the columns (``exp(G_j - G_c)``), with no reduction across the rows, and two tasks
+share a sub-chunk's K blocks (``CUDA_LAUNCH["kda_intra_bwd"]["k_split"]``).
 
 The inverse is :func:`fla_ascend.ops.common.wy.wy_inverse` (the same ``(I + A)^-1`` as the gated
 delta rule's).
@@ -29,6 +32,7 @@ from fla_ascend import backend
 from fla_ascend.ops.common.chunk_h import gk_last
 from fla_ascend.ops.common.chunk_index import chunk_bounds
 from fla_ascend.ops.common.tiles import (
+    cuda_launch,
     dot_operand,
     dot_precision,
     f32_dot_chain,
@@ -165,6 +169,9 @@ def _kda_intra_fwd_task(
     m_off = m_j & (o_j < r0)  # columns of earlier sub-chunks
     b_Akk = tl.zeros([16, BT], dtype=tl.float32)
     b_Aqk = tl.zeros([16, BT], dtype=tl.float32)
+    o_s = tl.arange(0, 16)
+    d_qk = tl.zeros([16, 16], dtype=tl.float32)  # the diagonal block (column by column)
+    d_kk = tl.zeros([16, 16], dtype=tl.float32)
     for i_k in range(tl.cdiv(K, BK)):
         o_k = i_k * BK + tl.arange(0, BK)
         m_k = o_k < K
@@ -193,22 +200,20 @@ def _kda_intra_fwd_task(
                 b_ke = b_kr[None, :] * b_e  # [16, BK]
                 c_qk = tl.sum(b_qi * b_ke, 1)  # [16]
                 c_kk = tl.sum(tl.where((o_i > j)[:, None], b_ki * b_ke, 0.0), 1)
-                m_col = (o_j == j)[None, :]
-                b_Aqk += tl.where(m_col, c_qk[:, None], 0.0)
-                b_Akk += tl.where(m_col, c_kk[:, None], 0.0)
+                m_col = (o_s == jj)[None, :]
+                d_qk += tl.where(m_col, c_qk[:, None], 0.0)
+                d_kk += tl.where(m_col, c_kk[:, None], 0.0)
     b_beta = tl.load(beta_t + tl.cast(i_hv, tl.int64) * TT + t0 + o_i, mask=m_i, other=0.0)
     p_A = (t0 + o_i)[:, None] * (HV * BT) + i_hv * BT + o_j[None, :]
-    if DIAG_BLOCK:  # the diagonal block's columns from their own [16, 16] tiles, stored beside the rest
+    if DIAG_BLOCK:  # the diagonal block's columns from their own [16, 16] tiles
         d_qk, d_kk = _kda_intra_diag_block(q, k, g_cum, t0, r0, n_t, i_h, i_hv, H, HV, K, DIAG_BK)
-        m_rest = m_i[:, None] & ((o_j < r0) | (o_j >= r0 + 16))[None, :]
-        tl.store(Akk + p_A, b_Akk * b_beta[:, None], mask=m_rest)
-        tl.store(Aqk + p_A, b_Aqk * scale, mask=m_rest)
-        p_D = (t0 + o_i)[:, None] * (HV * BT) + i_hv * BT + o_i[None, :]
-        tl.store(Akk + p_D, d_kk * b_beta[:, None], mask=m_i[:, None])
-        tl.store(Aqk + p_D, d_qk * scale, mask=m_i[:, None])
-    else:
-        tl.store(Akk + p_A, b_Akk * b_beta[:, None], mask=m_i[:, None])
-        tl.store(Aqk + p_A, b_Aqk * scale, mask=m_i[:, None])
+    # the diagonal block stored beside the rest
+    m_rest = m_i[:, None] & ((o_j < r0) | (o_j >= r0 + 16))[None, :]
+    tl.store(Akk + p_A, b_Akk * b_beta[:, None], mask=m_rest)
+    tl.store(Aqk + p_A, b_Aqk * scale, mask=m_rest)
+    p_D = (t0 + o_i)[:, None] * (HV * BT) + i_hv * BT + o_i[None, :]
+    tl.store(Akk + p_D, d_kk * b_beta[:, None], mask=m_i[:, None])
+    tl.store(Aqk + p_D, d_qk * scale, mask=m_i[:, None])
 
 
 @triton.jit(do_not_specialize=["scale", "T", "NT", "TT", "n_tasks", "n_programs"])
@@ -609,6 +614,7 @@ def _kda_intra_bwd_task(
     i_task, q, k, g_cum, beta_t, dAqk, dAkk, dq, dk, dG, dbeta_t, chunk_indices, cu_seqlens, scale, T, NT, TT,
     H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
     DOT_PRECISION: tl.constexpr, IS_VARLEN: tl.constexpr, DIAG_BLOCK: tl.constexpr, SIDES: tl.constexpr,
+    K_SPLIT: tl.constexpr,
 ):
     # SIDES, a bit mask: 1 the row side (earlier sub-chunks, dbeta), 8 the diagonal block, 2 the column
     # side through Akk, 4 through Aqk (later sub-chunks). A part alone needs DIAG_BLOCK (the column
@@ -619,6 +625,9 @@ def _kda_intra_bwd_task(
     COLS: tl.constexpr = COL_K or COL_Q
     DIAG: tl.constexpr = SIDES // 8 % 2 == 1  # the diagonal block (DIAG_BLOCK's pass after the loop)
     NB: tl.constexpr = BT // 16
+    tl.static_assert(K_SPLIT == 1 or not DIAG_BLOCK, "the diagonal pass reads every K block")
+    i_ks = i_task % K_SPLIT  # the task's share of the K blocks: i_ks, i_ks + K_SPLIT, ...
+    i_task = i_task // K_SPLIT
     i_c = i_task // (HV * NB)
     i_hv = (i_task // NB) % HV
     i_r = i_task % NB
@@ -646,10 +655,13 @@ def _kda_intra_bwd_task(
     if not DIAG_BLOCK:  # loaded once (the NPU form reads them at each K block); SIDES == 15 here
         b_Pkk = tl.load(dAkk + p_row, mask=m_row, other=0.0)
         b_Pqk = tl.load(dAqk + p_row, mask=m_row, other=0.0) * scale
+        p_D = (t0 + o_i)[:, None] * (HV * BT) + i_hv * BT + o_i[None, :]  # the diagonal block
+        b_Dkk = tl.load(dAkk + p_D, mask=m_i[:, None] & m_i[None, :], other=0.0)
+        b_Dqk = tl.load(dAqk + p_D, mask=m_i[:, None] & m_i[None, :], other=0.0) * scale
         b_Ckk = tl.load(dAkk + p_col, mask=m_col, other=0.0) * b_beta_a[:, None]
         b_Cqk = tl.load(dAqk + p_col, mask=m_col, other=0.0) * scale
     b_db = tl.zeros([16], dtype=tl.float32)
-    for i_k in range(tl.cdiv(K, BK)):
+    for i_k in range(i_ks, tl.cdiv(K, BK), K_SPLIT):
         o_k = i_k * BK + tl.arange(0, BK)
         m_k = o_k < K
         m_ik = m_i[:, None] & m_k[None, :]
@@ -696,25 +708,29 @@ def _kda_intra_bwd_task(
                 b_col = wy_dot(tl.trans(b_Ckk), b_ka * b_ea, dt, DOT_PRECISION)
                 b_col += wy_dot(tl.trans(b_Cqk), b_qa * b_ea, dt, DOT_PRECISION)
             b_col = b_col * b_fj  # [16, BK]
-        if not DIAG_BLOCK:  # the diagonal block, column by column (the NPU form: after the loop)
-            for jj in range(16):  # token j = r0 + jj
+        if not DIAG_BLOCK:  # the diagonal block, token by token (the NPU form: after the loop)
+            for jj in range(16):  # token j = r0 + jj, as a column of the rows and as a row of the columns
                 j = r0 + jj
-                t_j = t0 + tl.minimum(j, n_t - 1)  # a token past the end only meets masked rows
+                t_j = t0 + tl.minimum(j, n_t - 1)  # a token past the end only meets masked entries
                 b_kj = tl.load(k + t_j * (H * K) + i_h * K + o_k, mask=m_k, other=0.0).to(tl.float32)  # [BK]
+                b_qj = tl.load(q + t_j * (H * K) + i_h * K + o_k, mask=m_k, other=0.0).to(tl.float32)
                 b_gj = tl.load(g_cum + t_j * (HV * K) + i_hv * K + o_k, mask=m_k, other=0.0)
+                # rows i >= j of column j: P_ij k_j exp(G_i - G_j)
                 m_ge = m_i & (o_i >= j)
-                m_gt = m_i & (o_i > j)
-                b_e = masked_exp(b_Gi - b_gj[None, :], m_ge[:, None])  # [16, BK]
-                m_cj = (o_a == j)[None, :]
-                b_pkk = tl.sum(tl.where(m_cj, b_Pkk, 0.0), 1)  # [16]: column j of the rows
-                b_pqk = tl.sum(tl.where(m_cj, b_Pqk, 0.0), 1)
-                b_pkk = tl.where(m_gt, b_pkk, 0.0)
-                b_pqk = tl.where(m_ge, b_pqk, 0.0)
-                b_rkk += b_pkk[:, None] * b_e * b_kj[None, :]
-                b_rqk += b_pqk[:, None] * b_e * b_kj[None, :]
-                # token j as a column: sum over the sub-chunk's rows i
-                b_cj = tl.sum((b_pkk * b_beta_i)[:, None] * b_e * b_ki + b_pqk[:, None] * b_e * b_qi, 0)  # [BK]
-                b_col += tl.where((o_s == jj)[:, None], b_cj[None, :], 0.0)
+                m_cj = (o_s == jj)[None, :]
+                b_pkk = tl.where(m_ge & (o_i > j), tl.sum(tl.where(m_cj, b_Dkk, 0.0), 1), 0.0)  # [16]: column j
+                b_pqk = tl.where(m_ge, tl.sum(tl.where(m_cj, b_Dqk, 0.0), 1), 0.0)
+                b_ekj = masked_exp(b_Gi - b_gj[None, :], m_ge[:, None]) * b_kj[None, :]  # [16, BK]
+                b_rkk += b_pkk[:, None] * b_ekj
+                b_rqk += b_pqk[:, None] * b_ekj
+                # columns c <= j of row j: P_jc (beta_j k_j, q_j) exp(G_j - G_c)
+                m_le = m_i & (o_i <= j) & (j + 0 * o_s < n_t)  # row j exists
+                p_rj = (t_j * HV + i_hv) * BT + o_i
+                b_beta_j = tl.load(beta_t + p_beta + tl.minimum(j, n_t - 1))
+                b_ckk = tl.load(dAkk + p_rj, mask=m_le & (o_i < j), other=0.0) * b_beta_j
+                b_cqk = tl.load(dAqk + p_rj, mask=m_le, other=0.0) * scale
+                b_f = masked_exp(b_gj[None, :] - b_Gi, m_le[:, None])  # [16, BK]
+                b_col += b_f * (b_ckk[:, None] * b_kj[None, :] + b_cqk[:, None] * b_qj[None, :])
         # Akk_ij = beta_i (sum_c k_ic k_jc exp(G_ic - G_jc)): the row side carries beta_i
         if ROWS:
             b_db += tl.sum(b_ki * b_rkk, 1)
@@ -737,7 +753,7 @@ def _kda_intra_bwd_task(
         b_db += _kda_intra_bwd_diag_block(q, k, g_cum, dAqk, dAkk, dq, dk, dG, b_beta_i, scale, t0, r0, n_t, i_h,
                                           i_hv, H, HV, K, BT, NPU_BWD_DIAG_BK)
     if ROWS or (DIAG_BLOCK and DIAG):
-        p_db = p_beta + o_i
+        p_db = i_ks * (HV * TT) + p_beta + o_i
         tl.store(dbeta_t + p_db, tl.load(dbeta_t + p_db, mask=m_i, other=0.0) + b_db, mask=m_i)
 
 
@@ -747,7 +763,7 @@ def kda_intra_bwd_kernel(
     n_tasks, n_programs,
     H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
     DOT_PRECISION: tl.constexpr, IS_VARLEN: tl.constexpr, TASK_LOOP: tl.constexpr, DIAG_BLOCK: tl.constexpr = False,
-    SIDES: tl.constexpr = 15,
+    SIDES: tl.constexpr = 15, K_SPLIT: tl.constexpr = 1,
 ):
     """Gradients through ``Akk`` and ``Aqk`` of one 16-token sub-chunk (its rows and its
     columns), added in place to ``dq``, ``dk``, ``dG`` and ``dbeta_t``; with ``DIAG_BLOCK`` (the NPU
@@ -756,16 +772,18 @@ def kda_intra_bwd_kernel(
     ``scale`` and ``beta`` applied to the other operands (docs/ascend-rules.md R13). ``SIDES``, a bit
     mask of the parts computed (all but 15 need ``DIAG_BLOCK``): 1 the row side (the sub-chunk's rows
     against earlier sub-chunks), 2 and 4 the column side (its columns against later sub-chunks)
-    through ``Akk`` and through ``Aqk``, 8 the diagonal block; ``dbeta`` with 1 and with 8."""
+    through ``Akk`` and through ``Aqk``, 8 the diagonal block; ``dbeta`` with 1 and with 8. Off the
+    NPU form, ``K_SPLIT`` tasks share a sub-chunk's K blocks (``i_ks``, ``i_ks + K_SPLIT``, ...), each
+    adding its ``dbeta`` part to its own ``[HV, B * T]`` slice of ``dbeta_t`` (``[K_SPLIT, HV, B * T]``)."""
     if TASK_LOOP:
         for i_task in tl.range(tl.program_id(0), n_tasks, n_programs):
             _kda_intra_bwd_task(i_task, q, k, g_cum, beta_t, dAqk, dAkk, dq, dk, dG, dbeta_t, chunk_indices,
                                 cu_seqlens, scale, T, NT, TT, H, HV, K, BT, BK, DOT_PRECISION, IS_VARLEN,
-                                DIAG_BLOCK, SIDES)
+                                DIAG_BLOCK, SIDES, K_SPLIT)
     else:
         _kda_intra_bwd_task(tl.program_id(0), q, k, g_cum, beta_t, dAqk, dAkk, dq, dk, dG, dbeta_t, chunk_indices,
                             cu_seqlens, scale, T, NT, TT, H, HV, K, BT, BK, DOT_PRECISION, IS_VARLEN,
-                                DIAG_BLOCK, SIDES)
+                            DIAG_BLOCK, SIDES, K_SPLIT)
 
 
 def kda_intra_bwd(q, k, g_cum, beta_t, dAqk, dAkk, dq, dk, dG, dbeta_t, scale, chunk_size, n_chunks,
@@ -783,13 +801,20 @@ def kda_intra_bwd(q, k, g_cum, beta_t, dAqk, dAkk, dq, dk, dG, dbeta_t, scale, c
     diag = chunk_size in BWD_DIAG_CHUNKS and stage_form("kda_intra_bwd", "diag_block")
     split = diag and stage_form("kda_intra_bwd", "split_sides") and (
         backend.device_type() != "npu" or (K > NPU_SPLIT_MIN_K and cu_seqlens is None))
+    # off the NPU form, K's blocks over K_SPLIT tasks per sub-chunk, each with its own dbeta part
+    BK = stage_block("kda_intra_bwd", K, NPU_BK)
+    k_split = 1 if diag or backend.device_type() == "npu" else min(cuda_launch("kda_intra_bwd")["k_split"],
+                                                                   cdiv(K, BK))
+    db = dbeta_t if k_split == 1 else torch.cat([dbeta_t[None], dbeta_t.new_zeros(k_split - 1, *dbeta_t.shape)])
     for sides in NPU_SPLIT_BK if split else (15,):
-        plan = task_plan(n_tasks, "cube")
+        plan = task_plan(n_tasks * k_split, "cube")
         kda_intra_bwd_kernel[plan.grid](
-            q=q, k=k, g_cum=g_cum, beta_t=beta_t, dAqk=dAqk, dAkk=dAkk, dq=dq, dk=dk, dG=dG, dbeta_t=dbeta_t,
+            q=q, k=k, g_cum=g_cum, beta_t=beta_t, dAqk=dAqk, dAkk=dAkk, dq=dq, dk=dk, dG=dG, dbeta_t=db,
             chunk_indices=chunk_indices, cu_seqlens=cu_seqlens, scale=scale, T=T, NT=cdiv(T, chunk_size), TT=B * T,
-            n_tasks=n_tasks, n_programs=plan.n_programs, H=H, HV=HV, K=K, BT=chunk_size,
-            BK=stage_block("kda_intra_bwd", K, NPU_SPLIT_BK[sides] if split else NPU_BK),
+            n_tasks=n_tasks * k_split, n_programs=plan.n_programs, H=H, HV=HV, K=K, BT=chunk_size,
+            BK=stage_block("kda_intra_bwd", K, NPU_SPLIT_BK[sides]) if split else BK,
             DOT_PRECISION=dot_precision("kda_intra_bwd", k.dtype), IS_VARLEN=cu_seqlens is not None,
-            TASK_LOOP=plan.task_loop, DIAG_BLOCK=diag, SIDES=sides, **stage_launch("kda_intra_bwd"),
+            TASK_LOOP=plan.task_loop, DIAG_BLOCK=diag, SIDES=sides, K_SPLIT=k_split, **stage_launch("kda_intra_bwd"),
         )
+    if k_split > 1:
+        torch.sum(db, 0, out=dbeta_t)
