@@ -222,8 +222,8 @@ DIAG_INVERSE_KERNEL = Kernel(_C + "wy.chunk_wy_diag_inverse_kernel", "vector", w
                              allow=tuple(("not_launched", f"*BT{bt}*", f"launched at chunk_size 64 only "
                                           f"(wy.NPU_SPLIT_INVERSE_CHUNKS, kda.intra.NPU_SPLIT_INVERSE_CHUNKS); "
                                           f"chunk_size {bt} computes the inverse in one launch") for bt in (16, 32)))
-"""The WY forward's diagonal-block inverse on the vector cores; ``chunk_kda`` lists the same record (its
-WY forward runs it at chunk 64 on an NPU, zeroing the blocks it reads)."""
+"""The WY forward's diagonal-block inverse on the vector cores; ``chunk_kda`` lists the same record
+under its own stage label (its WY forward runs it at chunk 64 on an NPU, zeroing the blocks it reads)."""
 CHUNK_KERNELS = (
     Kernel(_C + "cumsum.chunk_gate_cumsum_kernel", "vector",
            # bishengir-compile's plan (A2, with the GATE_FLOOR count): 32.2-32.6 [BT, BH] fp32 tiles, 74 with
