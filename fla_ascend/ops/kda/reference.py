@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
+from torch.utils.checkpoint import checkpoint
 
 from fla_ascend.ops.gated_delta_rule.reference import naive_recurrent_gated_delta_rule
 
@@ -76,6 +77,19 @@ def naive_recurrent_kda(
     )
 
 
+def _chunk_matrices(qc, kc, G, bc):
+    """``(Akk, Aqk)`` ``[HV, C, C]`` of one chunk (:func:`chunk_kda_ref`) from ``q``, ``k``, the
+    in-chunk cumulative gates ``G`` (``[HV, C, K]``) and ``beta`` ``[HV, C]``."""
+    C = G.shape[1]
+    strict = torch.ones(C, C, dtype=torch.bool, device=G.device).tril(-1)
+    causal = torch.ones(C, C, dtype=torch.bool, device=G.device).tril()
+    # exp(G_i - G_j) for j <= i only (the upper part would overflow)
+    diff = (G[:, :, None, :] - G[:, None, :, :]).masked_fill(~causal[None, :, :, None], 0).exp()
+    Akk = (bc[:, :, None] * torch.einsum("hic,hjc,hijc->hij", kc, kc, diff)).masked_fill(~strict, 0)
+    Aqk = torch.einsum("hic,hjc,hijc->hij", qc, kc, diff).masked_fill(~causal, 0)
+    return Akk, Aqk
+
+
 def chunk_kda_ref(
     q, k, v, g, beta, scale=None, initial_state=None, output_final_state=False,
     use_qk_l2norm_in_kernel=False, use_gate_in_kernel=False, A_log=None, dt_bias=None, lower_bound=None,
@@ -91,7 +105,10 @@ def chunk_kda_ref(
         o   = (q exp(G)) h + Aqk v'
         h   = diag(exp(G_C)) h + (k exp(G_C - G))^T v'
 
-    Arguments and returns as :func:`naive_recurrent_kda` (``q`` is scaled first).
+    Arguments and returns as :func:`naive_recurrent_kda` (``q`` is scaled first). With grad
+    enabled each chunk's ``Akk``, ``Aqk`` are recomputed in the backward
+    (``torch.utils.checkpoint``): the ``[HV, C, C, K]`` decay tiles they come from would otherwise
+    stay alive for every chunk (B1 T32768 HV32 K128: about 34 GB).
     """
     from fla_ascend.ops.gated_delta_rule.reference import _prepare, _segments
 
@@ -111,12 +128,10 @@ def chunk_kda_ref(
             qc, kc, vc, G = (x[b, s:e].transpose(0, 1) for x in (q, k, v, gk))  # [HV, C, *]
             G = G.cumsum(1)
             bc = beta[b, s:e].transpose(0, 1)  # [HV, C]
-            strict = torch.ones(C, C, dtype=torch.bool, device=q.device).tril(-1)
-            causal = torch.ones(C, C, dtype=torch.bool, device=q.device).tril()
-            # exp(G_i - G_j) for j <= i only (the upper part would overflow)
-            diff = (G[:, :, None, :] - G[:, None, :, :]).masked_fill(~causal[None, :, :, None], 0).exp()
-            Akk = (bc[:, :, None] * torch.einsum("hic,hjc,hijc->hij", kc, kc, diff)).masked_fill(~strict, 0)
-            Aqk = torch.einsum("hic,hjc,hijc->hij", qc, kc, diff).masked_fill(~causal, 0)
+            if torch.is_grad_enabled():  # recomputed in the backward: [HV, C, C, K] per chunk is not kept
+                Akk, Aqk = checkpoint(_chunk_matrices, qc, kc, G, bc, use_reentrant=False)
+            else:
+                Akk, Aqk = _chunk_matrices(qc, kc, G, bc)
             eye = torch.eye(C, device=q.device, dtype=q.dtype)
             Ai = torch.linalg.solve_triangular(Akk + eye, eye.expand(HV, C, C), upper=False)
             w = Ai @ (bc[..., None] * G.exp() * kc)
