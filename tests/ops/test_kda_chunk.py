@@ -44,7 +44,9 @@ class Case:
     B: int = 2
     varlen: tuple[int, ...] | None = None
     gate: str = "none"  # "none" | "kernel" (A_log, dt_bias) | "lower" (lower_bound, A_log) | "lower-noA"
-    strength: str = "mild"  # "mild" | "strong" (decays down to -1e4, some -inf, per channel)
+    # "mild" | "strong" (decays down to -1e4, some -inf, per channel) | "mixed" (every other 16 tokens
+    # decay by 1.5-3.5 each, beyond the intra stages' diag_dot_range over a sub-chunk; the others mild)
+    strength: str = "mild"
     h0: bool = True
 
     @property
@@ -71,6 +73,9 @@ class Case:
             if self.strength == "strong":
                 g = g * torch.exp(4 * torch.rand(B, T, HV, K, generator=gen)) ** 2  # down to about -1e4
                 g[:, 3::11, :, ::5] = float("-inf")  # resets of some channels' state rows
+            elif self.strength == "mixed":
+                fast = (torch.arange(T) // 16 % 2 == 1)[None, :, None, None]
+                g = torch.where(fast, -1.5 - 2.0 * torch.rand(B, T, HV, K, generator=gen), g)
             x["g"] = g
         else:
             x["g"] = randn(B, T, HV, K)
@@ -102,6 +107,8 @@ CASES = [
     Case(gate="lower-noA", chunk_size=16, T=40),
     Case(strength="strong", chunk_size=32),
     Case(strength="strong", chunk_size=64, T=70, h0=False),
+    Case(strength="mixed", chunk_size=64, T=120),
+    Case(strength="mixed", chunk_size=32, T=90, varlen=(0, 41, 90)),
 ]
 
 
@@ -235,6 +242,7 @@ def test_chunk_kda_not_supported(device):
     Case(T=256, H=2, HV=2, K=128, V=128, gate="kernel", B=1),
     Case(T=256, H=2, HV=2, K=128, V=128, gate="lower", B=1),
     Case(T=200, H=1, HV=2, K=128, V=128, strength="strong", B=1),
+    Case(T=256, H=1, HV=2, K=128, V=128, strength="mixed", B=1),
     Case(T=256, H=1, HV=1, K=256, V=256, B=1),
 ], ids=lambda c: c.id)
 def test_chunk_kda_bf16_gpu(case, device, nan_empty):

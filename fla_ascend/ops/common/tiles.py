@@ -72,7 +72,7 @@ CUDA_LAUNCH: Mapping[str, Mapping] = _frozen({
     # k_split: the tasks a sub-chunk's K blocks are shared over (each with its own dbeta part): at 2,
     # 1455 -> 1222 us a forward + backward step at B1 T4096 H32 K = V = 128 (H100, 2026-12-07)
     "kda_intra_bwd": {"num_warps": 4, "precision": "tf32", "block": 64, "diag_block": False,
-                      "split_sides": False, "k_split": 2},
+                      "split_sides": False, "k_split": 2, "diag_dot_range": 32.0},
     # num_stages per largest head dim: K = 256 is no faster at 3 (forward 0.295 vs 0.266 ms at
     # B1 T8192 H4) and rarely fits there
     "fwd_h": {"num_warps": 4, "num_stages": {128: 3, 256: 2}, "bv": (64, 32)},
@@ -89,7 +89,10 @@ CUDA_LAUNCH: Mapping[str, Mapping] = _frozen({
     "bwd_dh_gk": {"num_warps": 4, "num_stages": {128: 3, 256: 2}, "bv": (64, 32)},
     # KDA's stages (ops/kda): "block" is the widest K (and V) block of their tiles off an NPU; a form
     # flag set runs the stage's NPU form (docs/ascend-rules.md, R13) off an NPU too
-    "kda_intra_fwd": {"num_warps": 4, "block": 64, "diag_block": False},
+    # diag_dot_range: a sub-chunk whose decay G_first - G_last stays below it in every channel takes
+    # its diagonal block through the dots (exp(G_i - G_j) split at its first row, each factor within
+    # exp(+-range)); the others, and every -inf gate (floored at -110), the exact column loop
+    "kda_intra_fwd": {"num_warps": 4, "block": 64, "diag_block": False, "diag_dot_range": 32.0},
     # kda_wy_fwd: 495.4 -> 345.9 us a forward + backward step at B1 T4096 H32 K = V = 128 (H100,
     # benchmarks/tune_kda_stages.py, 2026-12-07)
     "kda_wy_fwd": {"num_warps": 2, "num_stages": 2, "block": 32, "reload_ai": False},
@@ -199,6 +202,20 @@ def stage_form(stage: str, flag: str) -> bool:
         KeyError: off an NPU, a stage without that flag.
     """
     return backend.device_type() == "npu" or bool(cuda_launch(stage)[flag])
+
+
+def diag_dot_range(stage: str, dtype: torch.dtype) -> float:
+    """The decay range below which a KDA intra stage takes a sub-chunk's diagonal block through its
+    dots for inputs of ``dtype`` (the ``diag_dot_range`` of the stage's :data:`CUDA_LAUNCH` entry; 0:
+    never). 0 on an NPU, wherever the stage runs its NPU form ``diag_block``, and for float16, whose
+    operands would overflow at ``exp(range)`` (65504 is ``exp(11.1)``).
+
+    Raises:
+        KeyError: off an NPU, a stage without a ``diag_block`` entry.
+    """
+    if stage_form(stage, "diag_block") or dtype == torch.float16:
+        return 0.0
+    return float(cuda_launch(stage).get("diag_dot_range", 0.0))
 
 
 def dot_precision(stage: str, dtype: torch.dtype) -> str:

@@ -33,6 +33,7 @@ from fla_ascend.ops.common.chunk_h import gk_last
 from fla_ascend.ops.common.chunk_index import chunk_bounds
 from fla_ascend.ops.common.tiles import (
     cuda_launch,
+    diag_dot_range,
     dot_operand,
     dot_precision,
     f32_dot_chain,
@@ -148,10 +149,32 @@ def _kda_intra_diag_block(q, k, g_cum, t0, r0, n_t, i_h, i_hv, H: tl.constexpr, 
 
 
 @triton.jit
+def _diag_out_of_range(g_cum, t0, r0, n_t, i_hv, HV: tl.constexpr, K: tl.constexpr, BK: tl.constexpr,
+                       DIAG_DOT_RANGE: tl.constexpr):
+    """The channels in which a sub-chunk's decay range ``G_n - G_last`` (``n`` its first row) is not
+    below ``DIAG_DOT_RANGE`` (1 when that is 0). With none, its diagonal ``16 x 16`` block may go
+    through the dots with the decay split at row ``n``, ``exp(G_i - G_j) = exp(G_i - G_n)
+    exp(G_n - G_j)``: no factor leaves ``[exp(-range), exp(range)]``. A NaN counts; a ``-inf`` gate,
+    floored to :data:`fla_ascend.ops.common.cumsum.GATE_FLOOR`, exceeds any range below 110."""
+    if DIAG_DOT_RANGE > 0:
+        p_0 = (t0 + tl.minimum(r0, n_t - 1)) * (HV * K) + i_hv * K
+        p_1 = (t0 + tl.maximum(tl.minimum(r0 + 15, n_t - 1), 0)) * (HV * K) + i_hv * K
+        b_bad = tl.zeros([BK], dtype=tl.int32)
+        for i_k in range(tl.cdiv(K, BK)):
+            o_k = i_k * BK + tl.arange(0, BK)
+            m_k = o_k < K
+            d = tl.load(g_cum + p_0 + o_k, mask=m_k, other=0.0) - tl.load(g_cum + p_1 + o_k, mask=m_k, other=0.0)
+            b_bad += tl.where(m_k & (d < DIAG_DOT_RANGE), 0, 1) * m_k.to(tl.int32)
+        return tl.sum(b_bad, 0)
+    else:
+        return 1
+
+
+@triton.jit
 def _kda_intra_fwd_task(
     i_task, q, k, g_cum, beta_t, Akk, Aqk, chunk_indices, cu_seqlens, scale, T, NT, TT,
     H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
-    IS_VARLEN: tl.constexpr, DIAG_BLOCK: tl.constexpr,
+    IS_VARLEN: tl.constexpr, DIAG_BLOCK: tl.constexpr, DIAG_DOT_RANGE: tl.constexpr,
 ):
     NB: tl.constexpr = BT // 16
     i_c = i_task // (HV * NB)
@@ -166,7 +189,12 @@ def _kda_intra_fwd_task(
     o_j = tl.arange(0, BT)
     m_i = o_i < n_t
     m_j = o_j < n_t
-    m_off = m_j & (o_j < r0)  # columns of earlier sub-chunks
+    # the diagonal block through the dots as well when the sub-chunk's decay range is small
+    n_out = _diag_out_of_range(g_cum, t0, r0, n_t, i_hv, HV, K, BK, DIAG_DOT_RANGE)  # DIAG_DOT_RANGE 0 with DIAG_BLOCK
+    if DIAG_DOT_RANGE > 0:  # columns of earlier sub-chunks (and its own)
+        m_off = m_j & (o_j < r0 + tl.where(n_out == 0, 16, 0))
+    else:  # columns of earlier sub-chunks
+        m_off = m_j & (o_j < r0)
     b_Akk = tl.zeros([16, BT], dtype=tl.float32)
     b_Aqk = tl.zeros([16, BT], dtype=tl.float32)
     o_s = tl.arange(0, 16)
@@ -183,37 +211,41 @@ def _kda_intra_fwd_task(
         # (a sub-chunk past the chunk's end reads the last row; none of its products is kept)
         b_gn = tl.load(g_cum + (t0 + tl.minimum(r0, n_t - 1)) * (HV * K) + i_hv * K + o_k, mask=m_k, other=0.0)
         b_fi = masked_exp(b_Gi - b_gn[None, :], m_ik)  # <= 1
-        m_jk = m_off[:, None] & m_k[None, :]
+        m_jk = m_off[:, None] & m_k[None, :]  # exp(G_n - G_j): <= 1 before the sub-chunk, below exp(range) in it
         b_kj = tl.load(k + (t0 + o_j)[:, None] * (H * K) + i_h * K + o_k[None, :], mask=m_jk, other=0.0)
         b_Gj = tl.load(g_cum + (t0 + o_j)[:, None] * (HV * K) + i_hv * K + o_k[None, :], mask=m_jk, other=0.0)
         b_kj = (b_kj.to(tl.float32) * masked_exp(b_gn[None, :] - b_Gj, m_jk)).to(k.dtype.element_ty)
         b_Akk += tl.dot((b_ki * b_fi).to(k.dtype.element_ty), tl.trans(b_kj))
         b_Aqk += tl.dot((b_qi * b_fi).to(k.dtype.element_ty), tl.trans(b_kj))
-        if not DIAG_BLOCK:  # the diagonal block, column by column, exact decay (else after the loop)
-            for jj in range(16):
-                j = r0 + jj
-                t_j = t0 + tl.minimum(j, n_t - 1)  # a token past the end only meets masked rows
-                b_kr = tl.load(k + t_j * (H * K) + i_h * K + o_k, mask=m_k, other=0.0).to(tl.float32)  # [BK]
-                b_gr = tl.load(g_cum + t_j * (HV * K) + i_hv * K + o_k, mask=m_k, other=0.0)
-                m_ge = m_i & (o_i >= j)
-                b_e = masked_exp(b_Gi - b_gr[None, :], m_ge[:, None])
-                b_ke = b_kr[None, :] * b_e  # [16, BK]
-                c_qk = tl.sum(b_qi * b_ke, 1)  # [16]
-                c_kk = tl.sum(tl.where((o_i > j)[:, None], b_ki * b_ke, 0.0), 1)
-                m_col = (o_s == jj)[None, :]
-                d_qk += tl.where(m_col, c_qk[:, None], 0.0)
-                d_kk += tl.where(m_col, c_kk[:, None], 0.0)
+        if not DIAG_BLOCK:
+            if n_out > 0:  # the diagonal block, column by column, exact decay
+                for jj in range(16):
+                    j = r0 + jj
+                    t_j = t0 + tl.minimum(j, n_t - 1)  # a token past the end only meets masked rows
+                    b_kr = tl.load(k + t_j * (H * K) + i_h * K + o_k, mask=m_k, other=0.0).to(tl.float32)  # [BK]
+                    b_gr = tl.load(g_cum + t_j * (HV * K) + i_hv * K + o_k, mask=m_k, other=0.0)
+                    m_ge = m_i & (o_i >= j)
+                    b_e = masked_exp(b_Gi - b_gr[None, :], m_ge[:, None])
+                    b_ke = b_kr[None, :] * b_e  # [16, BK]
+                    c_qk = tl.sum(b_qi * b_ke, 1)  # [16]
+                    c_kk = tl.sum(tl.where((o_i > j)[:, None], b_ki * b_ke, 0.0), 1)
+                    m_col = (o_s == jj)[None, :]
+                    d_qk += tl.where(m_col, c_qk[:, None], 0.0)
+                    d_kk += tl.where(m_col, c_kk[:, None], 0.0)
     b_beta = tl.load(beta_t + tl.cast(i_hv, tl.int64) * TT + t0 + o_i, mask=m_i, other=0.0)
     p_A = (t0 + o_i)[:, None] * (HV * BT) + i_hv * BT + o_j[None, :]
     if DIAG_BLOCK:  # the diagonal block's columns from their own [16, 16] tiles
         d_qk, d_kk = _kda_intra_diag_block(q, k, g_cum, t0, r0, n_t, i_h, i_hv, H, HV, K, DIAG_BK)
-    # the diagonal block stored beside the rest
-    m_rest = m_i[:, None] & ((o_j < r0) | (o_j >= r0 + 16))[None, :]
-    tl.store(Akk + p_A, b_Akk * b_beta[:, None], mask=m_rest)
-    tl.store(Aqk + p_A, b_Aqk * scale, mask=m_rest)
-    p_D = (t0 + o_i)[:, None] * (HV * BT) + i_hv * BT + o_i[None, :]
-    tl.store(Akk + p_D, d_kk * b_beta[:, None], mask=m_i[:, None])
-    tl.store(Aqk + p_D, d_qk * scale, mask=m_i[:, None])
+    if n_out == 0:  # the whole row from the dots: Akk strictly lower, Aqk causal
+        tl.store(Akk + p_A, tl.where(o_j[None, :] < o_i[:, None], b_Akk, 0.0) * b_beta[:, None], mask=m_i[:, None])
+        tl.store(Aqk + p_A, tl.where(o_j[None, :] <= o_i[:, None], b_Aqk, 0.0) * scale, mask=m_i[:, None])
+    else:  # the diagonal block stored beside the rest
+        m_rest = m_i[:, None] & ((o_j < r0) | (o_j >= r0 + 16))[None, :]
+        tl.store(Akk + p_A, b_Akk * b_beta[:, None], mask=m_rest)
+        tl.store(Aqk + p_A, b_Aqk * scale, mask=m_rest)
+        p_D = (t0 + o_i)[:, None] * (HV * BT) + i_hv * BT + o_i[None, :]
+        tl.store(Akk + p_D, d_kk * b_beta[:, None], mask=m_i[:, None])
+        tl.store(Aqk + p_D, d_qk * scale, mask=m_i[:, None])
 
 
 @triton.jit(do_not_specialize=["scale", "T", "NT", "TT", "n_tasks", "n_programs"])
@@ -221,16 +253,17 @@ def kda_intra_fwd_kernel(
     q, k, g_cum, beta_t, Akk, Aqk, chunk_indices, cu_seqlens, scale, T, NT, TT, n_tasks, n_programs,
     H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
     IS_VARLEN: tl.constexpr, TASK_LOOP: tl.constexpr, DIAG_BLOCK: tl.constexpr = False,
+    DIAG_DOT_RANGE: tl.constexpr = 0.0,
 ):
     """``Akk`` and ``Aqk`` rows of one 16-row sub-chunk (module doc); with ``DIAG_BLOCK`` the diagonal
     block as ``[16, 16, 16]`` products (:func:`_kda_intra_diag_block`) instead of column by column."""
     if TASK_LOOP:
         for i_task in tl.range(tl.program_id(0), n_tasks, n_programs):
             _kda_intra_fwd_task(i_task, q, k, g_cum, beta_t, Akk, Aqk, chunk_indices, cu_seqlens, scale, T, NT, TT,
-                                H, HV, K, BT, BK, IS_VARLEN, DIAG_BLOCK)
+                                H, HV, K, BT, BK, IS_VARLEN, DIAG_BLOCK, DIAG_DOT_RANGE)
     else:
         _kda_intra_fwd_task(tl.program_id(0), q, k, g_cum, beta_t, Akk, Aqk, chunk_indices, cu_seqlens, scale, T,
-                            NT, TT, H, HV, K, BT, BK, IS_VARLEN, DIAG_BLOCK)
+                            NT, TT, H, HV, K, BT, BK, IS_VARLEN, DIAG_BLOCK, DIAG_DOT_RANGE)
 
 
 def kda_intra_fwd(q, k, g_cum, beta_t, scale, chunk_size, n_chunks, chunk_indices=None, cu_seqlens=None):
@@ -252,7 +285,8 @@ def kda_intra_fwd(q, k, g_cum, beta_t, scale, chunk_size, n_chunks, chunk_indice
         scale=scale, T=T, NT=cdiv(T, chunk_size), TT=B * T, n_tasks=n_tasks, n_programs=plan.n_programs,
         H=H, HV=HV, K=K, BT=chunk_size, BK=stage_block("kda_intra_fwd", K, NPU_INTRA_FWD_BK),
         IS_VARLEN=cu_seqlens is not None, TASK_LOOP=plan.task_loop,
-        DIAG_BLOCK=stage_form("kda_intra_fwd", "diag_block"), **stage_launch("kda_intra_fwd"),
+        DIAG_BLOCK=stage_form("kda_intra_fwd", "diag_block"), DIAG_DOT_RANGE=diag_dot_range("kda_intra_fwd", k.dtype),
+        **stage_launch("kda_intra_fwd"),
     )
     return Akk, Aqk
 
@@ -614,7 +648,7 @@ def _kda_intra_bwd_task(
     i_task, q, k, g_cum, beta_t, dAqk, dAkk, dq, dk, dG, dbeta_t, chunk_indices, cu_seqlens, scale, T, NT, TT,
     H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
     DOT_PRECISION: tl.constexpr, IS_VARLEN: tl.constexpr, DIAG_BLOCK: tl.constexpr, SIDES: tl.constexpr,
-    K_SPLIT: tl.constexpr,
+    K_SPLIT: tl.constexpr, DIAG_DOT_RANGE: tl.constexpr,
 ):
     # SIDES, a bit mask: 1 the row side (earlier sub-chunks, dbeta), 8 the diagonal block, 2 the column
     # side through Akk, 4 through Aqk (later sub-chunks). A part alone needs DIAG_BLOCK (the column
@@ -652,14 +686,33 @@ def _kda_intra_bwd_task(
     m_row = m_i[:, None] & m_a[None, :]
     p_col = (t0 + o_a)[:, None] * (HV * BT) + i_hv * BT + o_i[None, :]
     m_col = m_a[:, None] & m_i[None, :] & (o_a >= r0 + 16)[:, None]  # rows of later sub-chunks
+    # the diagonal block through the dots as well when the sub-chunk's decay range is small (the
+    # forward's rule; 0 with DIAG_BLOCK): the row side's k exp(G_n - G) and the column side's
+    # x exp(G - G_m) then cover the sub-chunk's own tokens, with dA masked to its lower triangle
+    n_out = _diag_out_of_range(g_cum, t0, r0, n_t, i_hv, HV, K, BK, DIAG_DOT_RANGE)
+    if DIAG_DOT_RANGE > 0:
+        n_own = tl.where(n_out == 0, 16, 0)  # the sub-chunk's own tokens taken by the dots
+    else:
+        n_own = 0
     if not DIAG_BLOCK:  # loaded once (the NPU form reads them at each K block); SIDES == 15 here
-        b_Pkk = tl.load(dAkk + p_row, mask=m_row, other=0.0)
-        b_Pqk = tl.load(dAqk + p_row, mask=m_row, other=0.0) * scale
         p_D = (t0 + o_i)[:, None] * (HV * BT) + i_hv * BT + o_i[None, :]  # the diagonal block
         b_Dkk = tl.load(dAkk + p_D, mask=m_i[:, None] & m_i[None, :], other=0.0)
         b_Dqk = tl.load(dAqk + p_D, mask=m_i[:, None] & m_i[None, :], other=0.0) * scale
-        b_Ckk = tl.load(dAkk + p_col, mask=m_col, other=0.0) * b_beta_a[:, None]
-        b_Cqk = tl.load(dAqk + p_col, mask=m_col, other=0.0) * scale
+        if DIAG_DOT_RANGE > 0:
+            # rows: their lower triangle (only columns up to the sub-chunk's own meet a nonzero operand);
+            # columns: later sub-chunks' rows, and with the dots its own rows' lower triangle
+            b_Pkk = tl.load(dAkk + p_row, mask=m_row & (o_a[None, :] < o_i[:, None]), other=0.0)
+            b_Pqk = tl.load(dAqk + p_row, mask=m_row & (o_a[None, :] <= o_i[:, None]), other=0.0) * scale
+            m_own = m_a[:, None] & m_i[None, :] & (o_a < r0 + n_own)[:, None]
+            b_Ckk = tl.load(dAkk + p_col, mask=m_col | (m_own & (o_a[:, None] > o_i[None, :])), other=0.0)
+            b_Cqk = tl.load(dAqk + p_col, mask=m_col | (m_own & (o_a[:, None] >= o_i[None, :])), other=0.0)
+        else:
+            b_Pkk = tl.load(dAkk + p_row, mask=m_row, other=0.0)
+            b_Pqk = tl.load(dAqk + p_row, mask=m_row, other=0.0) * scale
+            b_Ckk = tl.load(dAkk + p_col, mask=m_col, other=0.0)
+            b_Cqk = tl.load(dAqk + p_col, mask=m_col, other=0.0)
+        b_Ckk = b_Ckk * b_beta_a[:, None]
+        b_Cqk = b_Cqk * scale
     b_db = tl.zeros([16], dtype=tl.float32)
     for i_k in range(i_ks, tl.cdiv(K, BK), K_SPLIT):
         o_k = i_k * BK + tl.arange(0, BK)
@@ -677,7 +730,7 @@ def _kda_intra_bwd_task(
             b_qi = tl.load(q + p_ki, mask=m_ik, other=0.0).to(tl.float32)
             b_gn = tl.load(g_cum + (t0 + tl.minimum(r0, n_t - 1)) * (HV * K) + i_hv * K + o_k, mask=m_k, other=0.0)
             # row side, earlier sub-chunks: sum_j P_ij k_j exp(G_i - G_j) = exp(G_i - G_n) (P (k exp(G_n - G)))_i
-            m_before = (m_a & (o_a < r0))[:, None] & m_k[None, :]
+            m_before = (m_a & (o_a < r0 + n_own))[:, None] & m_k[None, :]  # earlier sub-chunks (and its own)
             b_kb = b_ka * masked_exp(b_gn[None, :] - b_Ga, m_before)
             b_fi = masked_exp(b_Gi - b_gn[None, :], m_ik)
             if DIAG_BLOCK:  # the dA tiles straight from memory into the dots, scale and beta on the other operands
@@ -689,7 +742,10 @@ def _kda_intra_bwd_task(
         if COLS:
             b_gm = tl.load(g_cum + (t0 + tl.maximum(r1, 0)) * (HV * K) + i_hv * K + o_k, mask=m_k, other=0.0)
             # column side, later sub-chunks: sum_i P_ij x_i exp(G_i - G_j) = exp(G_m - G_j) (P^T (x exp(G - G_m)))_j
-            m_after = (m_a & (o_a > r1))[:, None] & m_k[None, :]
+            if DIAG_DOT_RANGE > 0:  # later sub-chunks, with the dots from its own first token on
+                m_after = (m_a & (o_a >= r0 + 16 - n_own))[:, None] & m_k[None, :]
+            else:
+                m_after = (m_a & (o_a > r1))[:, None] & m_k[None, :]
             b_ea = masked_exp(b_Ga - b_gm[None, :], m_after)
             b_fj = masked_exp(b_gm[None, :] - b_Gi, m_ik)
             if COL_Q:
@@ -708,29 +764,30 @@ def _kda_intra_bwd_task(
                 b_col = wy_dot(tl.trans(b_Ckk), b_ka * b_ea, dt, DOT_PRECISION)
                 b_col += wy_dot(tl.trans(b_Cqk), b_qa * b_ea, dt, DOT_PRECISION)
             b_col = b_col * b_fj  # [16, BK]
-        if not DIAG_BLOCK:  # the diagonal block, token by token (the NPU form: after the loop)
-            for jj in range(16):  # token j = r0 + jj, as a column of the rows and as a row of the columns
-                j = r0 + jj
-                t_j = t0 + tl.minimum(j, n_t - 1)  # a token past the end only meets masked entries
-                b_kj = tl.load(k + t_j * (H * K) + i_h * K + o_k, mask=m_k, other=0.0).to(tl.float32)  # [BK]
-                b_qj = tl.load(q + t_j * (H * K) + i_h * K + o_k, mask=m_k, other=0.0).to(tl.float32)
-                b_gj = tl.load(g_cum + t_j * (HV * K) + i_hv * K + o_k, mask=m_k, other=0.0)
-                # rows i >= j of column j: P_ij k_j exp(G_i - G_j)
-                m_ge = m_i & (o_i >= j)
-                m_cj = (o_s == jj)[None, :]
-                b_pkk = tl.where(m_ge & (o_i > j), tl.sum(tl.where(m_cj, b_Dkk, 0.0), 1), 0.0)  # [16]: column j
-                b_pqk = tl.where(m_ge, tl.sum(tl.where(m_cj, b_Dqk, 0.0), 1), 0.0)
-                b_ekj = masked_exp(b_Gi - b_gj[None, :], m_ge[:, None]) * b_kj[None, :]  # [16, BK]
-                b_rkk += b_pkk[:, None] * b_ekj
-                b_rqk += b_pqk[:, None] * b_ekj
-                # columns c <= j of row j: P_jc (beta_j k_j, q_j) exp(G_j - G_c)
-                m_le = m_i & (o_i <= j) & (j + 0 * o_s < n_t)  # row j exists
-                p_rj = (t_j * HV + i_hv) * BT + o_i
-                b_beta_j = tl.load(beta_t + p_beta + tl.minimum(j, n_t - 1))
-                b_ckk = tl.load(dAkk + p_rj, mask=m_le & (o_i < j), other=0.0) * b_beta_j
-                b_cqk = tl.load(dAqk + p_rj, mask=m_le, other=0.0) * scale
-                b_f = masked_exp(b_gj[None, :] - b_Gi, m_le[:, None])  # [16, BK]
-                b_col += b_f * (b_ckk[:, None] * b_kj[None, :] + b_cqk[:, None] * b_qj[None, :])
+        if not DIAG_BLOCK:
+            if n_own == 0:  # the diagonal block, token by token (the NPU form: after the loop)
+                for jj in range(16):  # token j = r0 + jj, as a column of the rows and as a row of the columns
+                    j = r0 + jj
+                    t_j = t0 + tl.minimum(j, n_t - 1)  # a token past the end only meets masked entries
+                    b_kj = tl.load(k + t_j * (H * K) + i_h * K + o_k, mask=m_k, other=0.0).to(tl.float32)  # [BK]
+                    b_qj = tl.load(q + t_j * (H * K) + i_h * K + o_k, mask=m_k, other=0.0).to(tl.float32)
+                    b_gj = tl.load(g_cum + t_j * (HV * K) + i_hv * K + o_k, mask=m_k, other=0.0)
+                    # rows i >= j of column j: P_ij k_j exp(G_i - G_j)
+                    m_ge = m_i & (o_i >= j)
+                    m_cj = (o_s == jj)[None, :]
+                    b_pkk = tl.where(m_ge & (o_i > j), tl.sum(tl.where(m_cj, b_Dkk, 0.0), 1), 0.0)  # [16]: column j
+                    b_pqk = tl.where(m_ge, tl.sum(tl.where(m_cj, b_Dqk, 0.0), 1), 0.0)
+                    b_ekj = masked_exp(b_Gi - b_gj[None, :], m_ge[:, None]) * b_kj[None, :]  # [16, BK]
+                    b_rkk += b_pkk[:, None] * b_ekj
+                    b_rqk += b_pqk[:, None] * b_ekj
+                    # columns c <= j of row j: P_jc (beta_j k_j, q_j) exp(G_j - G_c)
+                    m_le = m_i & (o_i <= j) & (j + 0 * o_s < n_t)  # row j exists
+                    p_rj = (t_j * HV + i_hv) * BT + o_i
+                    b_beta_j = tl.load(beta_t + p_beta + tl.minimum(j, n_t - 1))
+                    b_ckk = tl.load(dAkk + p_rj, mask=m_le & (o_i < j), other=0.0) * b_beta_j
+                    b_cqk = tl.load(dAqk + p_rj, mask=m_le, other=0.0) * scale
+                    b_f = masked_exp(b_gj[None, :] - b_Gi, m_le[:, None])  # [16, BK]
+                    b_col += b_f * (b_ckk[:, None] * b_kj[None, :] + b_cqk[:, None] * b_qj[None, :])
         # Akk_ij = beta_i (sum_c k_ic k_jc exp(G_ic - G_jc)): the row side carries beta_i
         if ROWS:
             b_db += tl.sum(b_ki * b_rkk, 1)
@@ -763,7 +820,7 @@ def kda_intra_bwd_kernel(
     n_tasks, n_programs,
     H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
     DOT_PRECISION: tl.constexpr, IS_VARLEN: tl.constexpr, TASK_LOOP: tl.constexpr, DIAG_BLOCK: tl.constexpr = False,
-    SIDES: tl.constexpr = 15, K_SPLIT: tl.constexpr = 1,
+    SIDES: tl.constexpr = 15, K_SPLIT: tl.constexpr = 1, DIAG_DOT_RANGE: tl.constexpr = 0.0,
 ):
     """Gradients through ``Akk`` and ``Aqk`` of one 16-token sub-chunk (its rows and its
     columns), added in place to ``dq``, ``dk``, ``dG`` and ``dbeta_t``; with ``DIAG_BLOCK`` (the NPU
@@ -779,11 +836,11 @@ def kda_intra_bwd_kernel(
         for i_task in tl.range(tl.program_id(0), n_tasks, n_programs):
             _kda_intra_bwd_task(i_task, q, k, g_cum, beta_t, dAqk, dAkk, dq, dk, dG, dbeta_t, chunk_indices,
                                 cu_seqlens, scale, T, NT, TT, H, HV, K, BT, BK, DOT_PRECISION, IS_VARLEN,
-                                DIAG_BLOCK, SIDES, K_SPLIT)
+                                DIAG_BLOCK, SIDES, K_SPLIT, DIAG_DOT_RANGE)
     else:
         _kda_intra_bwd_task(tl.program_id(0), q, k, g_cum, beta_t, dAqk, dAkk, dq, dk, dG, dbeta_t, chunk_indices,
                             cu_seqlens, scale, T, NT, TT, H, HV, K, BT, BK, DOT_PRECISION, IS_VARLEN,
-                            DIAG_BLOCK, SIDES, K_SPLIT)
+                            DIAG_BLOCK, SIDES, K_SPLIT, DIAG_DOT_RANGE)
 
 
 def kda_intra_bwd(q, k, g_cum, beta_t, dAqk, dAkk, dq, dk, dG, dbeta_t, scale, chunk_size, n_chunks,
@@ -814,7 +871,8 @@ def kda_intra_bwd(q, k, g_cum, beta_t, dAqk, dAkk, dq, dk, dG, dbeta_t, scale, c
             n_tasks=n_tasks * k_split, n_programs=plan.n_programs, H=H, HV=HV, K=K, BT=chunk_size,
             BK=stage_block("kda_intra_bwd", K, NPU_SPLIT_BK[sides]) if split else BK,
             DOT_PRECISION=dot_precision("kda_intra_bwd", k.dtype), IS_VARLEN=cu_seqlens is not None,
-            TASK_LOOP=plan.task_loop, DIAG_BLOCK=diag, SIDES=sides, K_SPLIT=k_split, **stage_launch("kda_intra_bwd"),
+            TASK_LOOP=plan.task_loop, DIAG_BLOCK=diag, SIDES=sides, K_SPLIT=k_split,
+            DIAG_DOT_RANGE=0.0 if diag else diag_dot_range("kda_intra_bwd", k.dtype), **stage_launch("kda_intra_bwd"),
         )
     if k_split > 1:
         torch.sum(db, 0, out=dbeta_t)
