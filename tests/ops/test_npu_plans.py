@@ -62,24 +62,27 @@ def test_chunk_gated_delta_rule_npu_plan(K, V, varlen, chip, chunk_size):
         assert_close(f"d{name}", ref[name].grad, inputs[name].grad, 1e-4)
 
 
-@pytest.mark.parametrize("chip,chunk_size,K,V,varlen", [
-    ("Ascend910B2", 64, 128, 128, [0, 50, 50, 128]), ("Ascend910_9599", 16, 128, 64, None),
-    ("Ascend910_9599", 64, 100, 16, None), ("Ascend910B2", 64, 100, 16, None),
-    ("Ascend910B2", 32, 60, 32, [0, 40, 128]), ("Ascend910_9599", 64, 16, 64, [0, 40, 128]),
-    ("Ascend910B2", 32, 128, 64, None)])
-def test_chunk_kda_npu_plan(chip, chunk_size, K, V, varlen):
+@pytest.mark.parametrize("chip,chunk_size,K,V,varlen,decay", [
+    ("Ascend910B2", 64, 128, 128, [0, 50, 50, 128], 0.25), ("Ascend910_9599", 16, 128, 64, None, 0.25),
+    ("Ascend910_9599", 64, 100, 16, None, 0.25), ("Ascend910B2", 64, 100, 16, None, 0.25),
+    ("Ascend910B2", 32, 60, 32, [0, 40, 128], 0.25), ("Ascend910_9599", 64, 16, 64, [0, 40, 128], 0.25),
+    ("Ascend910B2", 32, 128, 64, None, 0.25), ("Ascend910B2", 64, 128, 64, None, 5.0),
+    ("Ascend910_9599", 32, 64, 64, [0, 40, 128], 5.0)])
+def test_chunk_kda_npu_plan(chip, chunk_size, K, V, varlen, decay):
     """KDA's stages with an NPU target's plans (K blocks of 32, the gate tiles; the diagonal blocks
     as [16, 16, 8] products at chunk 32 and 64; the WY backward's 32-wide V blocks and, for one V
     block, its runtime V-loop count; above K = 64 without varlen the intra backward's three launches,
     ``intra.NPU_SPLIT_BK``) and, on Ascend910_9599, at chunk 16 the float32 dot chains
     (``tiles.f32_dot_chain``) and at K = 16 and V = 16 tiles of ``tiles.A5_MIN_DOT_DIM``, against
-    autograd of the float64 recurrence."""
+    autograd of the float64 recurrence. Gates decay by up to ``decay`` per token: at 0.25 every
+    sub-chunk's diagonal block goes through the dots (``tiles.NPU_DIAG_DOT_RANGE``), at 5 most take
+    the exact form."""
     gen = torch.Generator().manual_seed(0)
     N = len(varlen) - 1 if varlen else 1
     T, H, HV = 128, 1, 2
     x = dict(q=torch.randn(1, T, H, K, generator=gen),
              k=torch.nn.functional.normalize(torch.randn(1, T, H, K, generator=gen), dim=-1),
-             v=torch.randn(1, T, HV, V, generator=gen), g=-torch.rand(1, T, HV, K, generator=gen) / 4,
+             v=torch.randn(1, T, HV, V, generator=gen), g=-torch.rand(1, T, HV, K, generator=gen) * decay,
              beta=torch.rand(1, T, HV, generator=gen), initial_state=torch.randn(N, HV, K, V, generator=gen))
     x = {n: t.requires_grad_() for n, t in x.items()}
     cu = None if varlen is None else torch.tensor(varlen, dtype=torch.int32)

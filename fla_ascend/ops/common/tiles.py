@@ -204,17 +204,20 @@ def stage_form(stage: str, flag: str) -> bool:
     return backend.device_type() == "npu" or bool(cuda_launch(stage)[flag])
 
 
+NPU_DIAG_DOT_RANGE = MappingProxyType({"kda_intra_fwd": 32.0, "kda_intra_bwd": 32.0})
+"""``diag_dot_range`` of the KDA intra stages on an NPU (the CUDA one in their :data:`CUDA_LAUNCH`
+entries); a stage missing here keeps the exact diagonal block on an NPU."""
+
+
 def diag_dot_range(stage: str, dtype: torch.dtype) -> float:
     """The decay range below which a KDA intra stage takes a sub-chunk's diagonal block through its
-    dots for inputs of ``dtype`` (the ``diag_dot_range`` of the stage's :data:`CUDA_LAUNCH` entry; 0:
-    never). 0 on an NPU, wherever the stage runs its NPU form ``diag_block``, and for float16, whose
-    operands would overflow at ``exp(range)`` (65504 is ``exp(11.1)``).
-
-    Raises:
-        KeyError: off an NPU, a stage without a ``diag_block`` entry.
-    """
-    if stage_form(stage, "diag_block") or dtype == torch.float16:
+    dots for inputs of ``dtype`` (0: never): :data:`NPU_DIAG_DOT_RANGE` on an NPU, elsewhere the
+    ``diag_dot_range`` of the stage's :data:`CUDA_LAUNCH` entry; always 0 for float16, whose operands
+    would overflow at ``exp(range)`` (65504 is ``exp(11.1)``)."""
+    if dtype == torch.float16:
         return 0.0
+    if backend.device_type() == "npu":
+        return NPU_DIAG_DOT_RANGE.get(stage, 0.0)
     return float(cuda_launch(stage).get("diag_dot_range", 0.0))
 
 

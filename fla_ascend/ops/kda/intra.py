@@ -159,15 +159,15 @@ def _diag_out_of_range(g_cum, t0, r0, n_t, i_hv, HV: tl.constexpr, K: tl.constex
     if DIAG_DOT_RANGE > 0:
         p_0 = (t0 + tl.minimum(r0, n_t - 1)) * (HV * K) + i_hv * K
         p_1 = (t0 + tl.maximum(tl.minimum(r0 + 15, n_t - 1), 0)) * (HV * K) + i_hv * K
-        b_bad = tl.zeros([BK], dtype=tl.int32)
+        b_bad = tl.zeros([BK], dtype=tl.float32)  # float: an integer compare on vectors runs scalar on A2/A3
         for i_k in range(tl.cdiv(K, BK)):
             o_k = i_k * BK + tl.arange(0, BK)
             m_k = o_k < K
             d = tl.load(g_cum + p_0 + o_k, mask=m_k, other=0.0) - tl.load(g_cum + p_1 + o_k, mask=m_k, other=0.0)
-            b_bad += tl.where(m_k & (d < DIAG_DOT_RANGE), 0, 1) * m_k.to(tl.int32)
+            b_bad += tl.where(d < DIAG_DOT_RANGE, 0.0, tl.where(m_k, 1.0, 0.0))
         return tl.sum(b_bad, 0)
     else:
-        return 1
+        return 1.0
 
 
 @triton.jit
@@ -190,7 +190,7 @@ def _kda_intra_fwd_task(
     m_i = o_i < n_t
     m_j = o_j < n_t
     # the diagonal block through the dots as well when the sub-chunk's decay range is small
-    n_out = _diag_out_of_range(g_cum, t0, r0, n_t, i_hv, HV, K, BK, DIAG_DOT_RANGE)  # DIAG_DOT_RANGE 0 with DIAG_BLOCK
+    n_out = _diag_out_of_range(g_cum, t0, r0, n_t, i_hv, HV, K, BK, DIAG_DOT_RANGE)
     if DIAG_DOT_RANGE > 0:  # columns of earlier sub-chunks (and its own)
         m_off = m_j & (o_j < r0 + tl.where(n_out == 0, 16, 0))
     else:  # columns of earlier sub-chunks
@@ -234,12 +234,12 @@ def _kda_intra_fwd_task(
                     d_kk += tl.where(m_col, c_kk[:, None], 0.0)
     b_beta = tl.load(beta_t + tl.cast(i_hv, tl.int64) * TT + t0 + o_i, mask=m_i, other=0.0)
     p_A = (t0 + o_i)[:, None] * (HV * BT) + i_hv * BT + o_j[None, :]
-    if DIAG_BLOCK:  # the diagonal block's columns from their own [16, 16] tiles
-        d_qk, d_kk = _kda_intra_diag_block(q, k, g_cum, t0, r0, n_t, i_h, i_hv, H, HV, K, DIAG_BK)
     if n_out == 0:  # the whole row from the dots: Akk strictly lower, Aqk causal
         tl.store(Akk + p_A, tl.where(o_j[None, :] < o_i[:, None], b_Akk, 0.0) * b_beta[:, None], mask=m_i[:, None])
         tl.store(Aqk + p_A, tl.where(o_j[None, :] <= o_i[:, None], b_Aqk, 0.0) * scale, mask=m_i[:, None])
     else:  # the diagonal block stored beside the rest
+        if DIAG_BLOCK:  # the diagonal block's columns from their own [16, 16] tiles
+            d_qk, d_kk = _kda_intra_diag_block(q, k, g_cum, t0, r0, n_t, i_h, i_hv, H, HV, K, DIAG_BK)
         m_rest = m_i[:, None] & ((o_j < r0) | (o_j >= r0 + 16))[None, :]
         tl.store(Akk + p_A, b_Akk * b_beta[:, None], mask=m_rest)
         tl.store(Aqk + p_A, b_Aqk * scale, mask=m_rest)
@@ -692,25 +692,19 @@ def _kda_intra_bwd_task(
     n_out = _diag_out_of_range(g_cum, t0, r0, n_t, i_hv, HV, K, BK, DIAG_DOT_RANGE)
     if DIAG_DOT_RANGE > 0:
         n_own = tl.where(n_out == 0, 16, 0)  # the sub-chunk's own tokens taken by the dots
+        # its columns from its own rows on (dAkk, dAqk hold zeros above their diagonal); its own rows
+        # meet a zero operand unless the dots take the diagonal block (m_after below)
+        m_col = m_a[:, None] & m_i[None, :] & (o_a >= r0)[:, None]
     else:
         n_own = 0
     if not DIAG_BLOCK:  # loaded once (the NPU form reads them at each K block); SIDES == 15 here
         p_D = (t0 + o_i)[:, None] * (HV * BT) + i_hv * BT + o_i[None, :]  # the diagonal block
         b_Dkk = tl.load(dAkk + p_D, mask=m_i[:, None] & m_i[None, :], other=0.0)
         b_Dqk = tl.load(dAqk + p_D, mask=m_i[:, None] & m_i[None, :], other=0.0) * scale
-        if DIAG_DOT_RANGE > 0:
-            # rows: their lower triangle (only columns up to the sub-chunk's own meet a nonzero operand);
-            # columns: later sub-chunks' rows, and with the dots its own rows' lower triangle
-            b_Pkk = tl.load(dAkk + p_row, mask=m_row & (o_a[None, :] < o_i[:, None]), other=0.0)
-            b_Pqk = tl.load(dAqk + p_row, mask=m_row & (o_a[None, :] <= o_i[:, None]), other=0.0) * scale
-            m_own = m_a[:, None] & m_i[None, :] & (o_a < r0 + n_own)[:, None]
-            b_Ckk = tl.load(dAkk + p_col, mask=m_col | (m_own & (o_a[:, None] > o_i[None, :])), other=0.0)
-            b_Cqk = tl.load(dAqk + p_col, mask=m_col | (m_own & (o_a[:, None] >= o_i[None, :])), other=0.0)
-        else:
-            b_Pkk = tl.load(dAkk + p_row, mask=m_row, other=0.0)
-            b_Pqk = tl.load(dAqk + p_row, mask=m_row, other=0.0) * scale
-            b_Ckk = tl.load(dAkk + p_col, mask=m_col, other=0.0)
-            b_Cqk = tl.load(dAqk + p_col, mask=m_col, other=0.0)
+        b_Pkk = tl.load(dAkk + p_row, mask=m_row, other=0.0)
+        b_Pqk = tl.load(dAqk + p_row, mask=m_row, other=0.0) * scale
+        b_Ckk = tl.load(dAkk + p_col, mask=m_col, other=0.0)
+        b_Cqk = tl.load(dAqk + p_col, mask=m_col, other=0.0)
         b_Ckk = b_Ckk * b_beta_a[:, None]
         b_Cqk = b_Cqk * scale
     b_db = tl.zeros([16], dtype=tl.float32)
@@ -735,7 +729,8 @@ def _kda_intra_bwd_task(
             b_fi = masked_exp(b_Gi - b_gn[None, :], m_ik)
             if DIAG_BLOCK:  # the dA tiles straight from memory into the dots, scale and beta on the other operands
                 b_rkk = wy_dot(tl.load(dAkk + p_row, mask=m_row, other=0.0), b_kb, dt, DOT_PRECISION) * b_fi
-                b_rqk = wy_dot(tl.load(dAqk + p_row, mask=m_row, other=0.0), b_kb, dt, DOT_PRECISION) * (b_fi * scale)
+                b_rqk = wy_dot(tl.load(dAqk + p_row, mask=m_row, other=0.0), b_kb, dt, DOT_PRECISION) \
+                    * (b_fi * scale)
             else:
                 b_rkk = wy_dot(dot_operand(b_Pkk), b_kb, dt, DOT_PRECISION) * b_fi  # [16, BK]
                 b_rqk = wy_dot(dot_operand(b_Pqk), b_kb, dt, DOT_PRECISION) * b_fi
@@ -755,11 +750,11 @@ def _kda_intra_bwd_task(
                     b_col = wy_dot(tl.trans(tl.load(dAkk + p_col, mask=m_col, other=0.0)),
                                    b_ka * b_ea * b_beta_a[:, None], dt, DOT_PRECISION)
                     if COL_Q:
-                        b_col += wy_dot(tl.trans(tl.load(dAqk + p_col, mask=m_col, other=0.0)), b_qa * b_ea * scale,
-                                        dt, DOT_PRECISION)
+                        b_col += wy_dot(tl.trans(tl.load(dAqk + p_col, mask=m_col, other=0.0)),
+                                        b_qa * b_ea * scale, dt, DOT_PRECISION)
                 else:
-                    b_col = wy_dot(tl.trans(tl.load(dAqk + p_col, mask=m_col, other=0.0)), b_qa * b_ea * scale, dt,
-                                   DOT_PRECISION)
+                    b_col = wy_dot(tl.trans(tl.load(dAqk + p_col, mask=m_col, other=0.0)), b_qa * b_ea * scale,
+                                   dt, DOT_PRECISION)
             else:
                 b_col = wy_dot(tl.trans(b_Ckk), b_ka * b_ea, dt, DOT_PRECISION)
                 b_col += wy_dot(tl.trans(b_Cqk), b_qa * b_ea, dt, DOT_PRECISION)
@@ -805,12 +800,17 @@ def _kda_intra_bwd_task(
         b_dGi += tl.load(dG + p_gi, mask=m_ik, other=0.0)
         tl.store(dk + p_gi, b_dk, mask=m_ik)
         tl.store(dG + p_gi, b_dGi, mask=m_ik)
-    if DIAG_BLOCK and DIAG:  # the diagonal block as [16, 16, DIAG_BK] products, added to what the loop stored
-        tl.debug_barrier()
-        b_db += _kda_intra_bwd_diag_block(q, k, g_cum, dAqk, dAkk, dq, dk, dG, b_beta_i, scale, t0, r0, n_t, i_h,
-                                          i_hv, H, HV, K, BT, NPU_BWD_DIAG_BK)
     if ROWS or (DIAG_BLOCK and DIAG):
         p_db = i_ks * (HV * TT) + p_beta + o_i
+        if DIAG_BLOCK and DIAG:
+            # the dots' path in the first branch: the estimate counts the first branch of a
+            # data-dependent if (fla_ascend.compiler.planeval)
+            if n_own == 16:  # the diagonal block went through the dots
+                pass
+            else:  # the diagonal block as [16, 16, DIAG_BK] products, added to what the loop stored
+                tl.debug_barrier()
+                b_db += _kda_intra_bwd_diag_block(q, k, g_cum, dAqk, dAkk, dq, dk, dG, b_beta_i, scale, t0, r0, n_t,
+                                                  i_h, i_hv, H, HV, K, BT, NPU_BWD_DIAG_BK)
         tl.store(dbeta_t + p_db, tl.load(dbeta_t + p_db, mask=m_i, other=0.0) + b_db, mask=m_i)
 
 
@@ -849,8 +849,11 @@ def kda_intra_bwd(q, k, g_cum, beta_t, dAqk, dAkk, dq, dk, dG, dbeta_t, scale, c
     float32) and ``dbeta_t`` (``[HV, B * T]`` float32), in place.
 
     Args:
-        dAqk: ``[B, T, HV, BT]`` float32, the gradient of ``Aqk`` (``scale`` included in ``Aqk``);
-        dAkk: ``[B, T, HV, BT]`` float32, the gradient of ``Akk`` (``beta`` included in ``Akk``).
+        dAqk: ``[B, T, HV, BT]`` float32, the gradient of ``Aqk`` (``scale`` included in ``Aqk``), zero
+            above the diagonal (:func:`fla_ascend.ops.kda.output.kda_bwd_dav`);
+        dAkk: ``[B, T, HV, BT]`` float32, the gradient of ``Akk`` (``beta`` included in ``Akk``), zero on
+            and above the diagonal (:func:`kda_wy_bwd`). The diagonal blocks that go through the dots
+            rely on those zeros.
     """
     B, T, H, K = k.shape
     HV = g_cum.shape[2]
@@ -872,7 +875,8 @@ def kda_intra_bwd(q, k, g_cum, beta_t, dAqk, dAkk, dq, dk, dG, dbeta_t, scale, c
             BK=stage_block("kda_intra_bwd", K, NPU_SPLIT_BK[sides]) if split else BK,
             DOT_PRECISION=dot_precision("kda_intra_bwd", k.dtype), IS_VARLEN=cu_seqlens is not None,
             TASK_LOOP=plan.task_loop, DIAG_BLOCK=diag, SIDES=sides, K_SPLIT=k_split,
-            DIAG_DOT_RANGE=0.0 if diag else diag_dot_range("kda_intra_bwd", k.dtype), **stage_launch("kda_intra_bwd"),
+            DIAG_DOT_RANGE=diag_dot_range("kda_intra_bwd", k.dtype) if diag or backend.device_type() != "npu" else 0.0,
+            **stage_launch("kda_intra_bwd"),
         )
     if k_split > 1:
         torch.sum(db, 0, out=dbeta_t)
