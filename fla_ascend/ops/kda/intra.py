@@ -13,7 +13,10 @@ row, and both factors are at most 1 (``G`` falls along the chunk), so the produc
 bounded operands; the diagonal 16 x 16 block is summed column by column with the exact
 ``exp(G_i - G_j)`` (on an NPU the forward forms it as ``[16, 16, DIAG_BK]`` products instead: a
 seventh of the vector instructions; the backward, at chunk 32 and 64, as ``[16, 16, NPU_BWD_DIAG_BK]``
-products after its K loop). No factor can overflow, whatever the gates. The backward sums the same
+products after its K loop). No factor can overflow, whatever the gates. A sub-chunk whose decay over
+its 16 tokens stays below ``diag_dot_range`` in every channel (:func:`fla_ascend.ops.common.tiles.diag_dot_range`:
+32 on CUDA and on an NPU; never for float16) takes its diagonal block through the same dots instead,
+the factors then within ``exp(+-range)``; the exact form stays in the other branch. The backward sums the same
 products the other way, with ``G`` at a sub-chunk's last row as the reference for its columns; off an
 NPU its diagonal block goes token by token, token ``j`` as a column of the rows (``exp(G_i - G_j)``)
 and as a row of the columns (``exp(G_j - G_c)``), with no reduction across the rows, and two tasks
