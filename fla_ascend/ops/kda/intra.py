@@ -194,10 +194,12 @@ def _kda_intra_fwd_task(
     m_j = o_j < n_t
     # the diagonal block through the dots as well when the sub-chunk's decay range is small
     n_out = _diag_out_of_range(g_cum, t0, r0, n_t, i_hv, HV, K, BK, DIAG_DOT_RANGE)
-    if DIAG_DOT_RANGE > 0:  # columns of earlier sub-chunks (and its own)
+    if DIAG_DOT_RANGE > 0:  # columns of earlier sub-chunks and its own (loaded), its own only with the dots
+        m_load = m_j & (o_j < r0 + 16)  # a static extent: the loads stay fixed-size DMAs
         m_off = m_j & (o_j < r0 + tl.where(n_out == 0, 16, 0))
     else:  # columns of earlier sub-chunks
         m_off = m_j & (o_j < r0)
+        m_load = m_off
     b_Akk = tl.zeros([16, BT], dtype=tl.float32)
     b_Aqk = tl.zeros([16, BT], dtype=tl.float32)
     o_s = tl.arange(0, 16)
@@ -215,8 +217,9 @@ def _kda_intra_fwd_task(
         b_gn = tl.load(g_cum + (t0 + tl.minimum(r0, n_t - 1)) * (HV * K) + i_hv * K + o_k, mask=m_k, other=0.0)
         b_fi = masked_exp(b_Gi - b_gn[None, :], m_ik)  # <= 1
         m_jk = m_off[:, None] & m_k[None, :]  # exp(G_n - G_j): <= 1 before the sub-chunk, below exp(range) in it
-        b_kj = tl.load(k + (t0 + o_j)[:, None] * (H * K) + i_h * K + o_k[None, :], mask=m_jk, other=0.0)
-        b_Gj = tl.load(g_cum + (t0 + o_j)[:, None] * (HV * K) + i_hv * K + o_k[None, :], mask=m_jk, other=0.0)
+        m_lk = m_load[:, None] & m_k[None, :]
+        b_kj = tl.load(k + (t0 + o_j)[:, None] * (H * K) + i_h * K + o_k[None, :], mask=m_lk, other=0.0)
+        b_Gj = tl.load(g_cum + (t0 + o_j)[:, None] * (HV * K) + i_hv * K + o_k[None, :], mask=m_lk, other=0.0)
         b_kj = (b_kj.to(tl.float32) * masked_exp(b_gn[None, :] - b_Gj, m_jk)).to(k.dtype.element_ty)
         b_Akk += tl.dot((b_ki * b_fi).to(k.dtype.element_ty), tl.trans(b_kj))
         b_Aqk += tl.dot((b_qi * b_fi).to(k.dtype.element_ty), tl.trans(b_kj))
