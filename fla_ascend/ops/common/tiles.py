@@ -91,7 +91,9 @@ CUDA_LAUNCH: Mapping[str, Mapping] = _frozen({
     # flag set runs the stage's NPU form (docs/ascend-rules.md, R13) off an NPU too
     # diag_dot_range: a sub-chunk whose decay G_first - G_last stays below it in every channel takes
     # its diagonal block through the dots (exp(G_i - G_j) split at its first row, each factor within
-    # exp(+-range)); the others, and every -inf gate (floored at -110), the exact column loop
+    # exp(+-range)); the others, and every -inf gate (floored at -110), the exact column loop. At 32
+    # (H100, B1 T4096 H32 K = V = 128, 2026-12-07): intra forward 368 -> 168 us, intra backward
+    # 1219 -> 708 us a forward + backward step (cases.md, "chunk_kda")
     "kda_intra_fwd": {"num_warps": 4, "block": 64, "diag_block": False, "diag_dot_range": 32.0},
     # kda_wy_fwd: 495.4 -> 345.9 us a forward + backward step at B1 T4096 H32 K = V = 128 (H100,
     # benchmarks/tune_kda_stages.py, 2026-12-07)

@@ -693,8 +693,8 @@ def _kda_intra_bwd_task(
     p_col = (t0 + o_a)[:, None] * (HV * BT) + i_hv * BT + o_i[None, :]
     m_col = m_a[:, None] & m_i[None, :] & (o_a >= r0 + 16)[:, None]  # rows of later sub-chunks
     # the diagonal block through the dots as well when the sub-chunk's decay range is small (the
-    # forward's rule; 0 with DIAG_BLOCK): the row side's k exp(G_n - G) and the column side's
-    # x exp(G - G_m) then cover the sub-chunk's own tokens, with dA masked to its lower triangle
+    # forward's rule): the row side's k exp(G_n - G) and the column side's x exp(G - G_m) then cover
+    # the sub-chunk's own tokens; dA's zeros above its diagonal keep the pairs causal
     n_out = _diag_out_of_range(g_cum, t0, r0, n_t, i_hv, HV, K, BK, DIAG_DOT_RANGE)
     if DIAG_DOT_RANGE > 0:
         n_own = tl.where(n_out == 0, 16, 0)  # the sub-chunk's own tokens taken by the dots
@@ -709,10 +709,8 @@ def _kda_intra_bwd_task(
         b_Dqk = tl.load(dAqk + p_D, mask=m_i[:, None] & m_i[None, :], other=0.0) * scale
         b_Pkk = tl.load(dAkk + p_row, mask=m_row, other=0.0)
         b_Pqk = tl.load(dAqk + p_row, mask=m_row, other=0.0) * scale
-        b_Ckk = tl.load(dAkk + p_col, mask=m_col, other=0.0)
-        b_Cqk = tl.load(dAqk + p_col, mask=m_col, other=0.0)
-        b_Ckk = b_Ckk * b_beta_a[:, None]
-        b_Cqk = b_Cqk * scale
+        b_Ckk = tl.load(dAkk + p_col, mask=m_col, other=0.0) * b_beta_a[:, None]
+        b_Cqk = tl.load(dAqk + p_col, mask=m_col, other=0.0) * scale
     b_db = tl.zeros([16], dtype=tl.float32)
     for i_k in range(i_ks, tl.cdiv(K, BK), K_SPLIT):
         o_k = i_k * BK + tl.arange(0, BK)
