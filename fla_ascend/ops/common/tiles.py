@@ -98,7 +98,7 @@ CUDA_LAUNCH: Mapping[str, Mapping] = _frozen({
     # kda_wy_fwd: 495.4 -> 345.9 us a forward + backward step at B1 T4096 H32 K = V = 128 (H100,
     # benchmarks/tune_kda_stages.py, 2026-12-07)
     "kda_wy_fwd": {"num_warps": 2, "num_stages": 2, "block": 32, "reload_ai": False},
-    "kda_wy_bwd": {"num_warps": 4, "block": 64},
+    "kda_wy_bwd": {"num_warps": 4, "block": 64, "split_u": True},
     # kda_fwd_o at 2 stages: 114.4 -> 93.3 us a forward + backward step at B1 T4096 H32 K = V = 128
     # (H100, benchmarks/tune_kda_stages.py, 2026-12-07)
     "kda_fwd_o": {"num_warps": 4, "num_stages": 2, "block": 64, "one_acc": False},

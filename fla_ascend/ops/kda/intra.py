@@ -303,7 +303,7 @@ backward's recompute)."""
 
 @triton.jit
 def _kda_wy_fwd_task(
-    i_task, q, k, v, g_cum, beta_t, Akk, Dinv, w, u, kg, qg, scale, chunk_indices, cu_seqlens, T, NT, TT,
+    i_task, q, k, v, g_cum, beta_t, Akk, Dinv, Ai, w, u, kg, qg, scale, chunk_indices, cu_seqlens, T, NT, TT,
     H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr,
     BT: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr,
     DOT_PRECISION: tl.constexpr, AI_MODE: tl.constexpr, IS_VARLEN: tl.constexpr, F32_CHAIN: tl.constexpr,
@@ -323,11 +323,11 @@ def _kda_wy_fwd_task(
     elif AI_MODE == "blocks":  # D^-1 of the diagonal blocks in Dinv (wy_diag_inverse): the rest of the inverse
         b_X = tl.load(Dinv + p_A, mask=m_t[:, None], other=0.0)  # [BT, BT]
         b_Ai = wy_inverse_from_blocks(b_X, b_A, k.dtype.element_ty, BT, DOT_PRECISION)
-        tl.store(Akk + p_A, b_Ai, mask=m_t[:, None])
+        tl.store(Ai + p_A, b_Ai.to(Ai.dtype.element_ty), mask=m_t[:, None])
     else:
         b_Ai = wy_inverse(b_A, k.dtype.element_ty, BT, DOT_PRECISION)
-        if AI_MODE == "store":  # the inverse replaces Akk in its buffer
-            tl.store(Akk + p_A, b_Ai, mask=m_t[:, None])
+        if AI_MODE == "store":
+            tl.store(Ai + p_A, b_Ai.to(Ai.dtype.element_ty), mask=m_t[:, None])
     if AI_MODE != "blocks":  # "blocks" stops here; a "load" launch computes w and u
         _kda_wy_fwd_wu(b_Ai, Akk, p_A, q, k, v, g_cum, beta_t, w, u, kg, qg, scale, t0, eos, o_t, m_t, i_h, i_hv,
                        TT, H, HV, K, V, BT, BK, BV, F32_CHAIN, RELOAD_AI, STORE_KG, STORE_QG)
@@ -384,33 +384,34 @@ def _kda_wy_fwd_wu(b_Ai, Ai, p_A, q, k, v, g_cum, beta_t, w, u, kg, qg, scale, t
 
 @triton.jit(do_not_specialize=["T", "NT", "TT", "n_tasks", "n_programs"])
 def kda_wy_fwd_kernel(
-    q, k, v, g_cum, beta_t, Akk, Dinv, w, u, kg, qg, scale, chunk_indices, cu_seqlens, T, NT, TT, n_tasks, n_programs,
+    q, k, v, g_cum, beta_t, Akk, Dinv, Ai, w, u, kg, qg, scale, chunk_indices, cu_seqlens, T, NT, TT, n_tasks,
+    n_programs,
     H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr,
     BT: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr,
     DOT_PRECISION: tl.constexpr, AI_MODE: tl.constexpr, IS_VARLEN: tl.constexpr, TASK_LOOP: tl.constexpr,
     F32_CHAIN: tl.constexpr = False, RELOAD_AI: tl.constexpr = False, STORE_KG: tl.constexpr = False,
     STORE_QG: tl.constexpr = False,
 ):
-    """``Ai = (I + Akk)^-1`` (stored over ``Akk`` with ``AI_MODE = "store"``, read from there with
-    ``"load"``), ``w`` and ``u`` of one chunk and value head (module doc); ``"blocks"`` stores the
-    inverse over ``Akk`` and computes no ``w``, ``u``, completing it from ``Dinv``, the inverse's
+    """``Ai = (I + Akk)^-1`` (stored in ``Ai`` with ``AI_MODE = "store"``; with ``"load"`` ``Akk``
+    holds it), ``w`` and ``u`` of one chunk and value head (module doc); ``"blocks"`` stores the
+    inverse in ``Ai`` and computes no ``w``, ``u``, completing it from ``Dinv``, the inverse's
     diagonal blocks, and ``Akk`` with those blocks zeroed (:func:`fla_ascend.ops.common.wy.wy_diag_inverse`;
     ``Dinv`` is ``Akk`` in the other modes).
     ``RELOAD_AI`` (the NPU form, ``"load"`` only): each product reads the stored inverse again
     (:func:`_kda_wy_fwd_wu`). ``STORE_KG``, ``STORE_QG``: also ``kg`` and ``qg`` (:func:`kda_wy_fwd`)."""
     if TASK_LOOP:
         for i_task in tl.range(tl.program_id(0), n_tasks, n_programs):
-            _kda_wy_fwd_task(i_task, q, k, v, g_cum, beta_t, Akk, Dinv, w, u, kg, qg, scale, chunk_indices,
+            _kda_wy_fwd_task(i_task, q, k, v, g_cum, beta_t, Akk, Dinv, Ai, w, u, kg, qg, scale, chunk_indices,
                              cu_seqlens, T, NT, TT, H, HV, K, V, BT, BK, BV, DOT_PRECISION, AI_MODE, IS_VARLEN,
                              F32_CHAIN, RELOAD_AI, STORE_KG, STORE_QG)
     else:
-        _kda_wy_fwd_task(tl.program_id(0), q, k, v, g_cum, beta_t, Akk, Dinv, w, u, kg, qg, scale, chunk_indices,
-                         cu_seqlens, T, NT, TT, H, HV, K, V, BT, BK, BV, DOT_PRECISION, AI_MODE, IS_VARLEN,
-                         F32_CHAIN, RELOAD_AI, STORE_KG, STORE_QG)
+        _kda_wy_fwd_task(tl.program_id(0), q, k, v, g_cum, beta_t, Akk, Dinv, Ai, w, u, kg, qg, scale,
+                         chunk_indices, cu_seqlens, T, NT, TT, H, HV, K, V, BT, BK, BV, DOT_PRECISION, AI_MODE,
+                         IS_VARLEN, F32_CHAIN, RELOAD_AI, STORE_KG, STORE_QG)
 
 
 def kda_wy_fwd(k, v, g_cum, beta_t, Akk, chunk_size, n_chunks, chunk_indices=None, cu_seqlens=None,
-               ai_mode="none", q=None, scale=None, store_kg=False):
+               ai_mode="none", q=None, scale=None, store_kg=False, ai_out=None):
     """``(w, u, kg, qg)``: ``w`` ``[B, T, HV, K]`` in k's dtype, ``u`` ``[B, T, HV, V]`` in v's dtype,
     and the state recurrences' pre-scaled operands (:func:`fla_ascend.ops.common.chunk_h.chunk_fwd_h`
     and ``chunk_bwd_dh`` with ``gk``), ``[B, T, HV, K]``: ``kg = k exp(G_last - G)`` (``G_last`` the
@@ -419,14 +420,18 @@ def kda_wy_fwd(k, v, g_cum, beta_t, Akk, chunk_size, n_chunks, chunk_indices=Non
     anyway, they spare the sequential recurrences the ``[BT, K]`` decay tiles and their exponentials.
 
     Args:
-        Akk: ``[B, T, HV, BT]`` float32 from :func:`kda_intra_fwd`, or its inverse (``ai_mode="load"``).
+        Akk: ``[B, T, HV, BT]`` float32 from :func:`kda_intra_fwd`, or its inverse (``ai_mode="load"``,
+            float32 or ``ai_out``'s dtype).
         ai_mode: ``"none"`` (invert; ``Akk`` is not needed afterwards), ``"store"`` (invert and write
-            the inverse over ``Akk``), ``"load"`` (``Akk`` holds the inverse). On an NPU at a chunk size
+            the inverse to ``ai_out``), ``"load"`` (``Akk`` holds the inverse). On an NPU at a chunk size
             in :data:`NPU_SPLIT_INVERSE_CHUNKS` ``"none"`` and ``"store"`` run as three launches: the
             diagonal blocks' inverse (which also zeroes those blocks of ``Akk``), the rest of the
-            inverse from it (``"blocks"``), written over ``Akk``, then ``"load"``.
+            inverse from it (``"blocks"``), written to ``ai_out``, then ``"load"`` from there.
         q: ``[B, T, H, K]`` to also form ``qg``, with ``scale`` (a float).
         store_kg: also form ``kg``.
+        ai_out: ``[B, T, HV, BT]`` where ``"store"`` writes the inverse, float32 or
+            :func:`fla_ascend.ops.common.wy.wy_bwd_operand_dtype` (every dot that reads it casts it
+            to that dtype); default ``Akk`` (written over).
 
     Raises:
         ValueError: an ``ai_mode`` other than these three.
@@ -440,6 +445,7 @@ def kda_wy_fwd(k, v, g_cum, beta_t, Akk, chunk_size, n_chunks, chunk_indices=Non
     if ai_mode not in ("none", "store", "load"):
         raise ValueError(f"kda_wy_fwd: ai_mode must be 'none', 'store' or 'load', got {ai_mode!r}")
     modes = [ai_mode]
+    Ai = Akk if ai_out is None else ai_out
     Dinv = Akk
     if ai_mode != "load" and backend.device_type() == "npu" and chunk_size in NPU_SPLIT_INVERSE_CHUNKS:
         Dinv = torch.empty_like(Akk)
@@ -451,7 +457,8 @@ def kda_wy_fwd(k, v, g_cum, beta_t, Akk, chunk_size, n_chunks, chunk_indices=Non
         npu_bk = NPU_WY_QG_BK if mode == "load" and q is not None else npu_block
         BV = stage_block("kda_wy_fwd", V, npu_block)
         kda_wy_fwd_kernel[plan.grid](
-            q=q, k=k, v=v, g_cum=g_cum, beta_t=beta_t, Akk=Akk, Dinv=Dinv, w=w, u=u, kg=kg, qg=qg,
+            q=q, k=k, v=v, g_cum=g_cum, beta_t=beta_t, Akk=Ai if mode == "load" else Akk, Dinv=Dinv, Ai=Ai,
+            w=w, u=u, kg=kg, qg=qg,
             scale=1.0 if scale is None else scale, chunk_indices=chunk_indices,
             cu_seqlens=cu_seqlens, T=T, NT=cdiv(T, chunk_size), TT=B * T, n_tasks=n_chunks * HV,
             n_programs=plan.n_programs, H=H, HV=HV, K=K, V=V, BT=chunk_size, BK=stage_block("kda_wy_fwd", K, npu_bk),
@@ -464,12 +471,36 @@ def kda_wy_fwd(k, v, g_cum, beta_t, Akk, chunk_size, n_chunks, chunk_indices=Non
 
 
 @triton.jit
+def _ai_t(b_A, SPLIT_U: tl.constexpr):
+    """``Ai^T`` from the WY backward's ``[BT, BT]`` tile of the inverse: transposed here in the NPU
+    form (``SPLIT_U``, a fresh tile at each dot: R7), loaded transposed otherwise."""
+    if SPLIT_U:
+        return tl.trans(b_A)
+    else:
+        return b_A
+
+
+@triton.jit
+def _kda_wy_bwd_u(b_A, b_dvn, b_beta, b_dAi, b_dbeta, v, dv, p_v, m_tv, dt, DOT_PRECISION: tl.constexpr,
+                  SPLIT_U: tl.constexpr):
+    """``u = Ai (beta v)``'s part of one V block (``dv'``'s tile ``b_dvn``): stores
+    ``dv = beta (Ai^T dv')``, returns ``(dAi, dbeta)`` with its parts added."""
+    b_v = tl.load(v + p_v, mask=m_tv, other=0.0).to(tl.float32)
+    b_dvn = b_dvn.to(tl.float32)
+    b_dy = wy_dot(_ai_t(b_A, SPLIT_U), b_dvn, dt, DOT_PRECISION)
+    b_dAi += wy_dot(b_dvn, tl.trans(b_v * b_beta[:, None]), dt, DOT_PRECISION)
+    b_dbeta += tl.sum(b_dy * b_v, 1)
+    tl.store(dv + p_v, (b_dy * b_beta[:, None]).to(dv.dtype.element_ty), mask=m_tv)
+    return b_dAi, b_dbeta
+
+
+@triton.jit
 def _kda_wy_bwd_task(
     i_task, q, k, v, v_new, g_cum, beta_t, Ai, h, dh, do, dv_new, dq, dk, dv, dG, dbeta_t, dAkk,
     chunk_indices, cu_seqlens, scale, T, NT, TT, NV,
     H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr,
     BT: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr, DOT_PRECISION: tl.constexpr, IS_VARLEN: tl.constexpr,
-    RUNTIME_NV: tl.constexpr,
+    RUNTIME_NV: tl.constexpr, SPLIT_U: tl.constexpr,
 ):
     # a V loop of one trip is a runtime count on an NPU: with the constant one bishengir-compile (A2)
     # refuses the stores it makes ('hivm.hir.store' op only support store ub to gm)
@@ -485,7 +516,13 @@ def _kda_wy_bwd_task(
     m_last = o_t == n_t - 1
     dt = k.dtype.element_ty
     p_A = (t0 + o_t)[:, None] * (HV * BT) + i_hv * BT + o_t[None, :]
-    b_Ai = tl.load(Ai + p_A, mask=m_t[:, None], other=0.0)  # [BT, BT]
+    if SPLIT_U:  # the NPU form: the inverse as stored, transposed at each dot (_ai_t)
+        b_A = tl.load(Ai + p_A, mask=m_t[:, None], other=0.0)  # [BT, BT]
+    else:  # Ai^T, loaded transposed and cast once
+        p_AT = (t0 + o_t)[None, :] * (HV * BT) + i_hv * BT + o_t[:, None]
+        b_A = tl.load(Ai + p_AT, mask=m_t[None, :], other=0.0)
+        if DOT_PRECISION == "input":
+            b_A = b_A.to(dt)
     b_beta = tl.load(beta_t + tl.cast(i_hv, tl.int64) * TT + t0 + o_t, mask=m_t, other=0.0)
     state = (tl.cast(i_c, tl.int64) * HV + i_hv) * K * V
     b_dAi = tl.zeros([BT, BT], dtype=tl.float32)
@@ -501,19 +538,33 @@ def _kda_wy_bwd_task(
         for i_v in range(n_v):
             o_v = i_v * BV + tl.arange(0, BV)
             m_v = o_v < V
-            m_kv = m_k[:, None] & m_v[None, :]
-            p_s = state + o_k[:, None] * V + o_v[None, :]
-            b_h = tl.load(h + p_s, mask=m_kv, other=0.0)  # [BK, BV] state at the chunk's start
-            b_dh = tl.load(dh + p_s, mask=m_kv, other=0.0)  # gradient of the state after the chunk
             m_tv = m_t[:, None] & m_v[None, :]
             p_v = (t0 + o_t)[:, None] * (HV * V) + i_hv * V + o_v[None, :]
             b_do = tl.load(do + p_v, mask=m_tv, other=0.0)
             b_vn = tl.load(v_new + p_v, mask=m_tv, other=0.0)
             b_dvn = tl.load(dv_new + p_v, mask=m_tv, other=0.0)
-            b_dqs += tl.dot(b_do.to(dt), tl.trans(b_h).to(dt))
-            b_dks += tl.dot(b_vn.to(dt), tl.trans(b_dh).to(dt))
-            b_dw -= tl.dot(b_dvn.to(dt), tl.trans(b_h).to(dt))
-            b_dgl += tl.sum(b_h.to(tl.float32) * b_dh.to(tl.float32), 1)
+            # h: the state at the chunk's start, dh: the gradient of the state after it
+            if SPLIT_U:  # [BK, BV] tiles
+                m_kv = m_k[:, None] & m_v[None, :]
+                p_s = state + o_k[:, None] * V + o_v[None, :]
+                b_h = tl.load(h + p_s, mask=m_kv, other=0.0)
+                b_dh = tl.load(dh + p_s, mask=m_kv, other=0.0)
+                b_dqs += tl.dot(b_do.to(dt), tl.trans(b_h).to(dt))
+                b_dks += tl.dot(b_vn.to(dt), tl.trans(b_dh).to(dt))
+                b_dw -= tl.dot(b_dvn.to(dt), tl.trans(b_h).to(dt))
+                b_dgl += tl.sum(b_h.to(tl.float32) * b_dh.to(tl.float32), 1)
+            else:  # [BV, BK] tiles, loaded transposed; u's part at the first K block, with its dv' tile
+                m_vk = m_v[:, None] & m_k[None, :]
+                p_sT = state + o_k[None, :] * V + o_v[:, None]
+                b_hT = tl.load(h + p_sT, mask=m_vk, other=0.0).to(dt)
+                b_dhT = tl.load(dh + p_sT, mask=m_vk, other=0.0)
+                b_dqs += tl.dot(b_do.to(dt), b_hT)
+                b_dks += tl.dot(b_vn.to(dt), b_dhT.to(dt))
+                b_dw -= tl.dot(b_dvn.to(dt), b_hT)
+                b_dgl += tl.sum(b_hT.to(tl.float32) * b_dhT.to(tl.float32), 0)
+                if i_k == 0:
+                    b_dAi, b_dbeta = _kda_wy_bwd_u(b_A, b_dvn, b_beta, b_dAi, b_dbeta, v, dv, p_v, m_tv, dt,
+                                                   DOT_PRECISION, SPLIT_U)
         p_k = (t0 + o_t)[:, None] * (H * K) + i_h * K + o_k[None, :]
         p_g = (t0 + o_t)[:, None] * (HV * K) + i_hv * K + o_k[None, :]
         b_q = tl.load(q + p_k, mask=m_tk, other=0.0).to(tl.float32)
@@ -527,7 +578,7 @@ def _kda_wy_bwd_task(
         b_dgl = b_dgl * tl.exp(b_gl) + tl.sum(b_k * b_dks, 0)
         # w = Ai x, x = beta exp(G) k
         b_x = b_k * b_eg * b_beta[:, None]
-        b_dx = wy_dot(tl.trans(b_Ai), b_dw, dt, DOT_PRECISION)
+        b_dx = wy_dot(_ai_t(b_A, SPLIT_U), b_dw, dt, DOT_PRECISION)
         b_dAi += wy_dot(b_dw, tl.trans(b_x), dt, DOT_PRECISION)
         b_dkx = b_dx * b_eg * b_beta[:, None]
         b_dbeta += tl.sum(b_dx * b_k * b_eg, 1)
@@ -536,19 +587,16 @@ def _kda_wy_bwd_task(
         tl.store(dq + p_g, b_dqs, mask=m_tk)
         tl.store(dk + p_g, b_dks + b_dkx, mask=m_tk)
         tl.store(dG + p_g, b_dG, mask=m_tk)
-    for i_v in range(n_v):  # u = Ai (beta v), du = dv'
-        o_v = i_v * BV + tl.arange(0, BV)
-        m_tv = m_t[:, None] & (o_v < V)[None, :]
-        p_v = (t0 + o_t)[:, None] * (HV * V) + i_hv * V + o_v[None, :]
-        b_v = tl.load(v + p_v, mask=m_tv, other=0.0).to(tl.float32)
-        b_dvn = tl.load(dv_new + p_v, mask=m_tv, other=0.0).to(tl.float32)
-        b_dy = wy_dot(tl.trans(b_Ai), b_dvn, dt, DOT_PRECISION)
-        b_dAi += wy_dot(b_dvn, tl.trans(b_v * b_beta[:, None]), dt, DOT_PRECISION)
-        b_dbeta += tl.sum(b_dy * b_v, 1)
-        tl.store(dv + p_v, (b_dy * b_beta[:, None]).to(dv.dtype.element_ty), mask=m_tv)
+    if SPLIT_U:
+        for i_v in range(n_v):  # u = Ai (beta v), du = dv'
+            o_v = i_v * BV + tl.arange(0, BV)
+            m_tv = m_t[:, None] & (o_v < V)[None, :]
+            p_v = (t0 + o_t)[:, None] * (HV * V) + i_hv * V + o_v[None, :]
+            b_dAi, b_dbeta = _kda_wy_bwd_u(b_A, tl.load(dv_new + p_v, mask=m_tv, other=0.0), b_beta, b_dAi, b_dbeta,
+                                           v, dv, p_v, m_tv, dt, DOT_PRECISION, SPLIT_U)
     # Ai = (I + Akk)^-1  ->  dAkk = -Ai^T dAi Ai^T on the strictly lower part
-    b_t = wy_dot(tl.trans(b_Ai), b_dAi, dt, DOT_PRECISION)
-    b_dA = -wy_dot(b_t, tl.trans(b_Ai), dt, DOT_PRECISION)
+    b_t = wy_dot(_ai_t(b_A, SPLIT_U), b_dAi, dt, DOT_PRECISION)
+    b_dA = -wy_dot(b_t, _ai_t(b_A, SPLIT_U), dt, DOT_PRECISION)
     m_strict = (o_t[:, None] > o_t[None, :]) & m_t[:, None]
     tl.store(dAkk + p_A, tl.where(m_strict, b_dA, 0.0), mask=m_t[:, None])
     tl.store(dbeta_t + tl.cast(i_hv, tl.int64) * TT + t0 + o_t, b_dbeta, mask=m_t)
@@ -560,7 +608,7 @@ def kda_wy_bwd_kernel(
     chunk_indices, cu_seqlens, scale, T, NT, TT, NV, n_tasks, n_programs,
     H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr,
     BT: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr, DOT_PRECISION: tl.constexpr, IS_VARLEN: tl.constexpr,
-    TASK_LOOP: tl.constexpr, RUNTIME_NV: tl.constexpr = False,
+    TASK_LOOP: tl.constexpr, RUNTIME_NV: tl.constexpr = False, SPLIT_U: tl.constexpr = True,
 ):
     """Gradients from the chunk state (``q h``, ``k^T v'``, ``w h``, the state decay) and from the WY
     representation (``w``, ``u``) of one chunk and value head; ``dAkk`` for :func:`kda_intra_bwd`."""
@@ -568,11 +616,11 @@ def kda_wy_bwd_kernel(
         for i_task in tl.range(tl.program_id(0), n_tasks, n_programs):
             _kda_wy_bwd_task(i_task, q, k, v, v_new, g_cum, beta_t, Ai, h, dh, do, dv_new, dq, dk, dv, dG, dbeta_t,
                              dAkk, chunk_indices, cu_seqlens, scale, T, NT, TT, NV, H, HV, K, V, BT, BK, BV,
-                             DOT_PRECISION, IS_VARLEN, RUNTIME_NV)
+                             DOT_PRECISION, IS_VARLEN, RUNTIME_NV, SPLIT_U)
     else:
         _kda_wy_bwd_task(tl.program_id(0), q, k, v, v_new, g_cum, beta_t, Ai, h, dh, do, dv_new, dq, dk, dv, dG,
                          dbeta_t, dAkk, chunk_indices, cu_seqlens, scale, T, NT, TT, NV, H, HV, K, V, BT, BK, BV,
-                         DOT_PRECISION, IS_VARLEN, RUNTIME_NV)
+                         DOT_PRECISION, IS_VARLEN, RUNTIME_NV, SPLIT_U)
 
 
 def kda_wy_bwd(q, k, v, v_new, g_cum, beta_t, Ai, h, dh, do, dv_new, scale, chunk_size, n_chunks,
@@ -581,7 +629,8 @@ def kda_wy_bwd(q, k, v, v_new, g_cum, beta_t, Ai, h, dh, do, dv_new, scale, chun
 
     Args:
         q, k: ``[B, T, H, K]``; v, v_new, do: ``[B, T, HV, V]``; g_cum ``[B, T, HV, K]`` float32;
-        beta_t ``[HV, B * T]`` float32; Ai ``[B, T, HV, BT]`` float32 (the inverse);
+        beta_t ``[HV, B * T]`` float32; Ai ``[B, T, HV, BT]`` the inverse, float32 or
+        :func:`fla_ascend.ops.common.wy.wy_bwd_operand_dtype` (:func:`kda_wy_fwd`'s ``ai_out``);
         h, dh: ``[n_chunks, HV, K, V]`` (state at each chunk's start, gradient of the state after it);
         dv_new: ``[B, T, HV, V]`` the full gradient of ``v'``.
 
@@ -612,7 +661,7 @@ def kda_wy_bwd(q, k, v, v_new, g_cum, beta_t, Ai, h, dh, do, dv_new, scale, chun
         n_programs=plan.n_programs, H=H, HV=HV, K=K, V=V, BT=chunk_size, BK=stage_block("kda_wy_bwd", K, npu_block),
         BV=BV, DOT_PRECISION=dot_precision("wy_bwd", k.dtype),
         IS_VARLEN=cu_seqlens is not None, TASK_LOOP=plan.task_loop, RUNTIME_NV=npu and cdiv(V, BV) == 1,
-        **stage_launch("kda_wy_bwd"),
+        SPLIT_U=stage_form("kda_wy_bwd", "split_u"), **stage_launch("kda_wy_bwd"),
     )
     return dq, dk, dv, dG, dbeta_t, dAkk
 
