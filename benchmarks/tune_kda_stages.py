@@ -63,7 +63,7 @@ _WARPS_STAGES = {"num_warps": (2, 4, 8), "num_stages": (1, 2, 3, 4)}
 KNOBS = {
     "kda_intra_bwd": {**_WARPS_STAGES, "block": (32, 64), "k_split": (1, 2, 4), "diag_block": (False, True),
                       "split_sides": (False, True), "diag_dot_range": (0.0, 32.0)},
-    "kda_wy_bwd": {**_WARPS_STAGES, "block": (32, 64), "split_u": (False, True)},
+    "kda_wy_bwd": {**_WARPS_STAGES, "split_u": (False, True), "block": (32, 64), "v_block": (32, 64, 128)},
     "bwd_dh_gk": {"bv": ((64, 32), (32,), (16,)), "num_stages": (1, 2, 3, 4), "num_warps": (4, 8)},
     "fwd_h_gk": {"bv": ((64, 32), (32,), (16,)), "num_stages": (1, 2, 3, 4), "num_warps": (4, 8)},
     "kda_intra_fwd": {**_WARPS_STAGES, "block": (32, 64), "diag_block": (False, True), "diag_dot_range": (0.0, 32.0)},

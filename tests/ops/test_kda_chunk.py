@@ -18,6 +18,7 @@ import torch
 import torch.nn.functional as F
 
 from fla_ascend import backend
+from fla_ascend.ops.common import tiles
 from fla_ascend.ops.kda import chunk_kda
 from fla_ascend.ops.kda.reference import chunk_kda_ref, naive_recurrent_kda
 
@@ -143,6 +144,22 @@ def _check(x: dict, dtype, chunk_size: int, chunked_ref: bool = False, **kw):
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.id)
 def test_chunk_kda_against_recurrence(case, device, nan_empty):
     _check(case.inputs(torch.float32, device), torch.float32, case.chunk_size)
+
+
+@pytest.mark.parametrize("case", [Case(K=128, V=100, T=70, B=1), Case(K=60, V=100, chunk_size=32, T=70),
+                                  Case(varlen=(0, 1, 17, 80), T=80, chunk_size=16, h0=False),
+                                  Case(gate="kernel", strength="mixed", K=64, V=64, T=90)], ids=lambda c: c.id)
+@pytest.mark.parametrize("v_block", [32, 64])
+def test_chunk_kda_wy_bwd_cuda_form(case, v_block, device, nan_empty):
+    """The WY backward's CUDA form (``split_u`` off: the inverse and the states loaded transposed,
+    u's part in the first K block's V loop), with V blocks apart from the K blocks of 64."""
+    from fla_ascend.bench.tuning import stage_variant
+
+    if backend.device_type() == "npu":
+        pytest.skip("an NPU always runs the WY backward's NPU form")
+    entry = {**tiles.cuda_launch("kda_wy_bwd"), "split_u": False, "v_block": v_block}
+    with stage_variant("kda_wy_bwd", entry):
+        _check(case.inputs(torch.float32, device), torch.float32, case.chunk_size)
 
 
 @pytest.mark.parametrize("case", [Case(), Case(gate="kernel", chunk_size=32, T=60)], ids=lambda c: c.id)

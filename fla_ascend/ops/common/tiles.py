@@ -186,14 +186,18 @@ def stage_launch(stage: str, multibuffer: bool | None = None) -> dict:
     return backend.launch_options(**opts, multibuffer=multibuffer)
 
 
-def stage_block(stage: str, D: int, npu: int) -> int:
+def stage_block(stage: str, D: int, npu: int, key: str = "block") -> int:
     """The K or V block (head dim ``D``) of a stage's tiles: ``npu`` on an NPU, elsewhere the
-    ``block`` of the stage's :data:`CUDA_LAUNCH` entry; at most ``dot_dim(D)``.
+    ``key`` of the stage's :data:`CUDA_LAUNCH` entry (its ``block`` where it has no ``key``); at most
+    ``dot_dim(D)``.
 
     Raises:
         KeyError: off an NPU, a stage without a ``block`` entry.
     """
-    return min(npu if backend.device_type() == "npu" else cuda_launch(stage)["block"], dot_dim(D))
+    if backend.device_type() == "npu":
+        return min(npu, dot_dim(D))
+    entry = cuda_launch(stage)
+    return min(entry.get(key, entry["block"]), dot_dim(D))
 
 
 def stage_form(stage: str, flag: str) -> bool:

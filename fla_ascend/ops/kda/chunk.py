@@ -15,7 +15,7 @@ import torch
 from fla_ascend import backend
 from fla_ascend.ops.common.chunk_h import chunk_bwd_dh, chunk_fwd_h
 from fla_ascend.ops.common.gva import gva_group_sum
-from fla_ascend.ops.common.wy import dv_operand_dtype, wy_bwd_operand_dtype
+from fla_ascend.ops.common.wy import dv_operand_dtype
 from fla_ascend.ops.gated_delta_rule.chunk import CUDA_MIN_BWD_HEAD_DIM, _chunking, beta_activation, common_dtype
 from fla_ascend.ops.kda.gate import kda_gate_cumsum, kda_gate_cumsum_bwd
 from fla_ascend.ops.kda.inputs import validate_kda_inputs
@@ -57,18 +57,14 @@ def chunk_kda_fwd(q, k, v, g, beta_t, scale, initial_state, output_final_state, 
     idx = dict(chunk_indices=chunk_indices, cu_seqlens=cu_seqlens)
     G = kda_gate_cumsum(g, chunk_size, n_chunks, **idx, **gate)
     Akk, Aqk = kda_intra_fwd(q, k, G, beta_t, scale, chunk_size, n_chunks, **idx)
-    Ai = None
-    if store_ai:  # in the dtype the backward's dots read it in (over Akk when that is float32)
-        ai_dtype = wy_bwd_operand_dtype(k.dtype)
-        Ai = Akk if ai_dtype == Akk.dtype else torch.empty_like(Akk, dtype=ai_dtype)
     w, u, kg, qg = kda_wy_fwd(k, v, G, beta_t, Akk, chunk_size, n_chunks, **idx,
                               ai_mode="store" if store_ai else "none", q=q if keep else None, scale=scale,
-                              store_kg=True, ai_out=Ai)
+                              store_kg=True)
     h, v_new, final_state = chunk_fwd_h(kg, w, u, G, chunk_size, n_chunks, N, initial_state, output_final_state,
                                         cu_seqlens, chunk_offsets, gk=True)
     o = kda_fwd_o(q, v_new, G, h, Aqk, scale, chunk_size, n_chunks, **idx)
     saved = (G, w, kg, qg, h, v_new) if keep else None
-    return o, final_state, Ai, Aqk, h, saved
+    return o, final_state, Akk if store_ai else None, Aqk, h, saved
 
 
 def chunk_kda_bwd(q, k, v, g, beta_t, scale, initial_state, cu_seqlens, gate, chunk_size, do, dht, Ai, Aqk,

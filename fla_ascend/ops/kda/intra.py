@@ -392,11 +392,14 @@ def kda_wy_fwd_kernel(
     F32_CHAIN: tl.constexpr = False, RELOAD_AI: tl.constexpr = False, STORE_KG: tl.constexpr = False,
     STORE_QG: tl.constexpr = False,
 ):
-    """``Ai = (I + Akk)^-1`` (stored in ``Ai`` with ``AI_MODE = "store"``; with ``"load"`` ``Akk``
-    holds it), ``w`` and ``u`` of one chunk and value head (module doc); ``"blocks"`` stores the
-    inverse in ``Ai`` and computes no ``w``, ``u``, completing it from ``Dinv``, the inverse's
+    """``Ai = (I + Akk)^-1`` (stored to ``Ai`` with ``AI_MODE = "store"``, read from ``Akk`` with
+    ``"load"``), ``w`` and ``u`` of one chunk and value head (module doc); ``"blocks"`` stores the
+    inverse to ``Ai`` and computes no ``w``, ``u``, completing it from ``Dinv``, the inverse's
     diagonal blocks, and ``Akk`` with those blocks zeroed (:func:`fla_ascend.ops.common.wy.wy_diag_inverse`;
-    ``Dinv`` is ``Akk`` in the other modes).
+    ``Dinv`` is ``Akk`` in the other modes). :func:`kda_wy_fwd` passes ``Akk``'s buffer as ``Ai``: each
+    task reads its tile before it writes the inverse there, and as a pointer of its own the store
+    plans with fewer cross-core waits on an NPU (the ``"blocks"`` launch at Kimi Linear's layer,
+    Ascend910B2: 24 -> 18 per core).
     ``RELOAD_AI`` (the NPU form, ``"load"`` only): each product reads the stored inverse again
     (:func:`_kda_wy_fwd_wu`). ``STORE_KG``, ``STORE_QG``: also ``kg`` and ``qg`` (:func:`kda_wy_fwd`)."""
     if TASK_LOOP:
@@ -411,7 +414,7 @@ def kda_wy_fwd_kernel(
 
 
 def kda_wy_fwd(k, v, g_cum, beta_t, Akk, chunk_size, n_chunks, chunk_indices=None, cu_seqlens=None,
-               ai_mode="none", q=None, scale=None, store_kg=False, ai_out=None):
+               ai_mode="none", q=None, scale=None, store_kg=False):
     """``(w, u, kg, qg)``: ``w`` ``[B, T, HV, K]`` in k's dtype, ``u`` ``[B, T, HV, V]`` in v's dtype,
     and the state recurrences' pre-scaled operands (:func:`fla_ascend.ops.common.chunk_h.chunk_fwd_h`
     and ``chunk_bwd_dh`` with ``gk``), ``[B, T, HV, K]``: ``kg = k exp(G_last - G)`` (``G_last`` the
@@ -420,18 +423,14 @@ def kda_wy_fwd(k, v, g_cum, beta_t, Akk, chunk_size, n_chunks, chunk_indices=Non
     anyway, they spare the sequential recurrences the ``[BT, K]`` decay tiles and their exponentials.
 
     Args:
-        Akk: ``[B, T, HV, BT]`` float32 from :func:`kda_intra_fwd`, or its inverse (``ai_mode="load"``,
-            float32 or ``ai_out``'s dtype).
+        Akk: ``[B, T, HV, BT]`` float32 from :func:`kda_intra_fwd`, or its inverse (``ai_mode="load"``).
         ai_mode: ``"none"`` (invert; ``Akk`` is not needed afterwards), ``"store"`` (invert and write
-            the inverse to ``ai_out``), ``"load"`` (``Akk`` holds the inverse). On an NPU at a chunk size
+            the inverse over ``Akk``), ``"load"`` (``Akk`` holds the inverse). On an NPU at a chunk size
             in :data:`NPU_SPLIT_INVERSE_CHUNKS` ``"none"`` and ``"store"`` run as three launches: the
             diagonal blocks' inverse (which also zeroes those blocks of ``Akk``), the rest of the
-            inverse from it (``"blocks"``), written to ``ai_out``, then ``"load"`` from there.
+            inverse from it (``"blocks"``), written over ``Akk``, then ``"load"``.
         q: ``[B, T, H, K]`` to also form ``qg``, with ``scale`` (a float).
         store_kg: also form ``kg``.
-        ai_out: ``[B, T, HV, BT]`` where ``"store"`` writes the inverse, float32 or
-            :func:`fla_ascend.ops.common.wy.wy_bwd_operand_dtype` (every dot that reads it casts it
-            to that dtype); default ``Akk`` (written over).
 
     Raises:
         ValueError: an ``ai_mode`` other than these three.
@@ -445,7 +444,6 @@ def kda_wy_fwd(k, v, g_cum, beta_t, Akk, chunk_size, n_chunks, chunk_indices=Non
     if ai_mode not in ("none", "store", "load"):
         raise ValueError(f"kda_wy_fwd: ai_mode must be 'none', 'store' or 'load', got {ai_mode!r}")
     modes = [ai_mode]
-    Ai = Akk if ai_out is None else ai_out
     Dinv = Akk
     if ai_mode != "load" and backend.device_type() == "npu" and chunk_size in NPU_SPLIT_INVERSE_CHUNKS:
         Dinv = torch.empty_like(Akk)
@@ -457,8 +455,7 @@ def kda_wy_fwd(k, v, g_cum, beta_t, Akk, chunk_size, n_chunks, chunk_indices=Non
         npu_bk = NPU_WY_QG_BK if mode == "load" and q is not None else npu_block
         BV = stage_block("kda_wy_fwd", V, npu_block)
         kda_wy_fwd_kernel[plan.grid](
-            q=q, k=k, v=v, g_cum=g_cum, beta_t=beta_t, Akk=Ai if mode == "load" else Akk, Dinv=Dinv, Ai=Ai,
-            w=w, u=u, kg=kg, qg=qg,
+            q=q, k=k, v=v, g_cum=g_cum, beta_t=beta_t, Akk=Akk, Dinv=Dinv, Ai=Akk, w=w, u=u, kg=kg, qg=qg,
             scale=1.0 if scale is None else scale, chunk_indices=chunk_indices,
             cu_seqlens=cu_seqlens, T=T, NT=cdiv(T, chunk_size), TT=B * T, n_tasks=n_chunks * HV,
             n_programs=plan.n_programs, H=H, HV=HV, K=K, V=V, BT=chunk_size, BK=stage_block("kda_wy_fwd", K, npu_bk),
@@ -551,7 +548,7 @@ def _kda_wy_bwd_task(
                 b_dh = tl.load(dh + p_s, mask=m_kv, other=0.0)
                 b_dqs += tl.dot(b_do.to(dt), tl.trans(b_h).to(dt))
                 b_dks += tl.dot(b_vn.to(dt), tl.trans(b_dh).to(dt))
-                b_dw -= tl.dot(b_dvn.to(dt), tl.trans(b_h).to(dt))
+                b_dw += tl.dot(b_dvn.to(dt), tl.trans(b_h).to(dt))
                 b_dgl += tl.sum(b_h.to(tl.float32) * b_dh.to(tl.float32), 1)
             else:  # [BV, BK] tiles, loaded transposed; u's part at the first K block, with its dv' tile
                 m_vk = m_v[:, None] & m_k[None, :]
@@ -560,11 +557,15 @@ def _kda_wy_bwd_task(
                 b_dhT = tl.load(dh + p_sT, mask=m_vk, other=0.0)
                 b_dqs += tl.dot(b_do.to(dt), b_hT)
                 b_dks += tl.dot(b_vn.to(dt), b_dhT.to(dt))
-                b_dw -= tl.dot(b_dvn.to(dt), b_hT)
+                b_dw += tl.dot(b_dvn.to(dt), b_hT)
                 b_dgl += tl.sum(b_hT.to(tl.float32) * b_dhT.to(tl.float32), 0)
                 if i_k == 0:
                     b_dAi, b_dbeta = _kda_wy_bwd_u(b_A, b_dvn, b_beta, b_dAi, b_dbeta, v, dv, p_v, m_tv, dt,
                                                    DOT_PRECISION, SPLIT_U)
+        # dw = -dv' h^T, its sign flipped once: a dot subtracted at each V block keeps its result from
+        # accumulating in the cube on an NPU (Kimi Linear's layer, Ascend910B2: 2408 -> 1985 cross-core
+        # waits per core, 3226 -> 2867 us estimated)
+        b_dw = -b_dw
         p_k = (t0 + o_t)[:, None] * (H * K) + i_h * K + o_k[None, :]
         p_g = (t0 + o_t)[:, None] * (HV * K) + i_hv * K + o_k[None, :]
         b_q = tl.load(q + p_k, mask=m_tk, other=0.0).to(tl.float32)
@@ -629,8 +630,7 @@ def kda_wy_bwd(q, k, v, v_new, g_cum, beta_t, Ai, h, dh, do, dv_new, scale, chun
 
     Args:
         q, k: ``[B, T, H, K]``; v, v_new, do: ``[B, T, HV, V]``; g_cum ``[B, T, HV, K]`` float32;
-        beta_t ``[HV, B * T]`` float32; Ai ``[B, T, HV, BT]`` the inverse, float32 or
-        :func:`fla_ascend.ops.common.wy.wy_bwd_operand_dtype` (:func:`kda_wy_fwd`'s ``ai_out``);
+        beta_t ``[HV, B * T]`` float32; Ai ``[B, T, HV, BT]`` float32 (the inverse);
         h, dh: ``[n_chunks, HV, K, V]`` (state at each chunk's start, gradient of the state after it);
         dv_new: ``[B, T, HV, V]`` the full gradient of ``v'``.
 
@@ -650,7 +650,7 @@ def kda_wy_bwd(q, k, v, v_new, g_cum, beta_t, Ai, h, dh, do, dv_new, scale, chun
     npu_block = NPU_WY_BWD_BLOCK if chunk_size == 64 else NPU_BK
     npu = backend.device_type() == "npu"
     # V blocks of at least 32 on an NPU: at V = 16 bishengir-compile-a5 crashes on the 16-wide blocks
-    BV = stage_block("kda_wy_bwd", V, npu_block)
+    BV = stage_block("kda_wy_bwd", V, npu_block, key="v_block")
     if npu:
         BV = max(BV, 32)
     plan = task_plan(n_chunks * HV, "cube")
