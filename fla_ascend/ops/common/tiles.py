@@ -98,6 +98,9 @@ CUDA_LAUNCH: Mapping[str, Mapping] = _frozen({
     # kda_wy_fwd: 495.4 -> 345.9 us a forward + backward step at B1 T4096 H32 K = V = 128 (H100,
     # benchmarks/tune_kda_stages.py, 2026-12-07)
     "kda_wy_fwd": {"num_warps": 2, "num_stages": 2, "block": 32, "reload_ai": False},
+    # kda_wy_bwd: split_u off runs its CUDA form (Ai^T and the states loaded transposed, u's part in the
+    # first K block's V loop); v_block, where given, the V block apart from "block". Neither is timed
+    # on a GPU yet (benchmarks/tune_kda_stages.py has the knobs): the entry keeps the form timed before
     "kda_wy_bwd": {"num_warps": 4, "block": 64, "split_u": True},
     # kda_fwd_o at 2 stages: 114.4 -> 93.3 us a forward + backward step at B1 T4096 H32 K = V = 128
     # (H100, benchmarks/tune_kda_stages.py, 2026-12-07)

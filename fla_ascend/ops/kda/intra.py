@@ -612,7 +612,10 @@ def kda_wy_bwd_kernel(
     TASK_LOOP: tl.constexpr, RUNTIME_NV: tl.constexpr = False, SPLIT_U: tl.constexpr = True,
 ):
     """Gradients from the chunk state (``q h``, ``k^T v'``, ``w h``, the state decay) and from the WY
-    representation (``w``, ``u``) of one chunk and value head; ``dAkk`` for :func:`kda_intra_bwd`."""
+    representation (``w``, ``u``) of one chunk and value head; ``dAkk`` for :func:`kda_intra_bwd`.
+    ``SPLIT_U`` (the NPU form): ``u``'s part in a V loop of its own after the K loop, the inverse and
+    the states transposed in registers; without it (the CUDA form) they are loaded transposed and
+    ``u``'s part joins the first K block's V loop, reusing its ``dv'`` tile."""
     if TASK_LOOP:
         for i_task in tl.range(tl.program_id(0), n_tasks, n_programs):
             _kda_wy_bwd_task(i_task, q, k, v, v_new, g_cum, beta_t, Ai, h, dh, do, dv_new, dq, dk, dv, dG, dbeta_t,
