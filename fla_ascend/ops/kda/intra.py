@@ -95,7 +95,8 @@ NPU_WY_BWD_BLOCK = 64
 """The K and V blocks of the WY backward on an NPU at chunk 64 (:data:`NPU_BK` at 16 and 32, where 64
 plans up to 100%): at chunk 64 it plans 99-100% of A2's UB with blocks of 32 and 94-97% with 64, and
 the estimate halves (Kimi Linear's layer, B1 T4096 H32: 6377 -> 3226 us); the ``[BT, BT]`` gradients,
-not the blocks, fill the UB (docs/check.md, "KDA")."""
+not the blocks, fill the UB (docs/check.md, "KDA"). With ``dw`` accumulated in the Cube (2026-12-08)
+94-100% and 2867 us; each plan fits beside the reserved 10%."""
 NPU_SPLIT_INVERSE_CHUNKS = (64,)
 """Chunk sizes at which the WY forward on an NPU forms the inverse in two launches, as the gated
 delta rule's: the diagonal blocks' ``D^-1`` on the vector cores
