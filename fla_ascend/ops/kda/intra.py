@@ -324,11 +324,11 @@ def _kda_wy_fwd_task(
     elif AI_MODE == "blocks":  # D^-1 of the diagonal blocks in Dinv (wy_diag_inverse): the rest of the inverse
         b_X = tl.load(Dinv + p_A, mask=m_t[:, None], other=0.0)  # [BT, BT]
         b_Ai = wy_inverse_from_blocks(b_X, b_A, k.dtype.element_ty, BT, DOT_PRECISION)
-        tl.store(Ai + p_A, b_Ai.to(Ai.dtype.element_ty), mask=m_t[:, None])
+        tl.store(Ai + p_A, b_Ai, mask=m_t[:, None])
     else:
         b_Ai = wy_inverse(b_A, k.dtype.element_ty, BT, DOT_PRECISION)
         if AI_MODE == "store":
-            tl.store(Ai + p_A, b_Ai.to(Ai.dtype.element_ty), mask=m_t[:, None])
+            tl.store(Ai + p_A, b_Ai, mask=m_t[:, None])
     if AI_MODE != "blocks":  # "blocks" stops here; a "load" launch computes w and u
         _kda_wy_fwd_wu(b_Ai, Akk, p_A, q, k, v, g_cum, beta_t, w, u, kg, qg, scale, t0, eos, o_t, m_t, i_h, i_hv,
                        TT, H, HV, K, V, BT, BK, BV, F32_CHAIN, RELOAD_AI, STORE_KG, STORE_QG)
